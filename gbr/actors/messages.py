@@ -1,0 +1,99 @@
+"""Messages between the pipeline's actors: commands say what to do, events what happened."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gbr.core.records import Chunk, FileProblem, SourceFile
+from gbr.core.store import StoredChunk
+
+Outcome = Literal["indexed", "unchanged", "dropped", "removed"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScanTree:
+    """Walker: find every file under the root and send the changed ones on."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileFound:
+    """Parser: a new or changed file to chunk."""
+
+    source: SourceFile
+
+    @property
+    def path(self) -> str:
+        return self.source.path
+
+
+@dataclass(frozen=True, slots=True)
+class FileParsed:
+    """Embedder: a file's chunks, waiting for vectors."""
+
+    source: SourceFile
+    chunks: tuple[Chunk, ...]
+
+    @property
+    def path(self) -> str:
+        return self.source.path
+
+
+@dataclass(frozen=True, slots=True)
+class FileEmbedded:
+    """Writer: a file's chunks with vectors, to swap in atomically."""
+
+    source: SourceFile
+    chunks: tuple[StoredChunk, ...]
+    embedded: int
+    cached: int
+
+    @property
+    def path(self) -> str:
+        return self.source.path
+
+
+@dataclass(frozen=True, slots=True)
+class FileFailed:
+    """Writer: a file that cannot be indexed; its old chunks stay, marked stale."""
+
+    problem: FileProblem
+    source: SourceFile | None = None
+
+    @property
+    def path(self) -> str:
+        return self.problem.path
+
+
+@dataclass(frozen=True, slots=True)
+class FilesRemoved:
+    """Writer: files gone from disk whose chunks must go too."""
+
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FinishRun:
+    """Writer: all files are through; refresh the full-text index and checkpoint."""
+
+    summary_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileDone:
+    """Coordinator: one file has reached the end of the pipeline."""
+
+    path: str
+    outcome: Outcome
+    chunks: int = 0
+    embedded: int = 0
+    cached: int = 0
+    problem: FileProblem | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WalkFinished:
+    """Coordinator: the walker has sent everything; each of these paths will report back."""
+
+    paths: frozenset[str]
+    seen: int  # files found on disk (the rest of `paths` were removed ones)

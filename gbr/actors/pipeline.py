@@ -1,0 +1,180 @@
+"""Start the supervised index pipeline, run it over a tree once, and stop it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from gbr.actors.coordinator import CoordinatorActor, ProgressCallback
+from gbr.actors.faults import FaultPlan
+from gbr.actors.messages import FileDone, FinishRun, ScanTree
+from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
+from gbr.actors.supervisor import RestartPolicy, Supervisor
+from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import ConfigError, SupervisionError
+from gbr.core.records import FileProblem, IndexSummary
+from gbr.core.store import Store
+from gbr.core.telemetry import log
+from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
+
+
+@dataclass
+class IndexOptions:
+    root: Path
+    db: Path
+    include_deps: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+    parsers: int = 2
+    in_flight: int = 64  # files between the walker and the writer at once
+    batch_chunks: int = 64
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    faults: FaultPlan | None = None
+    timeout: float | None = None  # seconds; None waits as long as work progresses
+
+
+def default_db(root: Path) -> Path:
+    return root / ".gbr" / "index.duckdb"
+
+
+def run_index(
+    options: IndexOptions,
+    model: OnnxEmbedder,
+    progress: ProgressCallback | None = None,
+) -> IndexSummary:
+    """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying."""
+    root = options.root.resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{options.root} is not a folder; pass the path of a Gleam package")
+    started = time.monotonic()
+    summary = IndexSummary(root=str(root), db=str(options.db))
+    with Store.open(options.db) as store:
+        summary.reindex_reason = store.prepare(
+            model_id=model.model_id, chunker_version=CHUNKER_VERSION, dim=model.dim
+        )
+        _check_root(store, root, options.db)
+        states = store.file_states()
+
+    def open_store() -> Store:
+        return Store.open(options.db)
+
+    abort = threading.Event()
+    slots = threading.Semaphore(options.in_flight)
+    finished = threading.Event()
+    coordinator = CoordinatorActor.start(summary, finished, progress)
+
+    def dead_letter(child: str, message: Any, error: BaseException | None) -> None:
+        path = getattr(message, "path", None)
+        if path is None:
+            return
+        problem = FileProblem(
+            path, f"dropped after the {child} crashed twice on it ({error})", "dead_letter"
+        )
+        coordinator.tell(FileDone(path, "dropped", problem=problem))
+        slots.release()
+
+    def give_up(child: str, error: BaseException | None) -> None:
+        abort.set()
+        finished.set()
+
+    supervisor = Supervisor(options.policy, on_dead_letter=dead_letter, on_give_up=give_up)
+    faults = options.faults
+    try:
+        writer = supervisor.start_child(
+            "writer",
+            lambda: WriterActor.start(
+                supervisor,
+                "writer",
+                open_store=open_store,
+                coordinator=coordinator,
+                slots=slots,
+                faults=faults,
+            ),
+        )
+        embedder = supervisor.start_child(
+            "embedder",
+            lambda: EmbedderActor.start(
+                supervisor,
+                "embedder",
+                model=model,
+                open_store=open_store,
+                writer=writer,
+                batch_chunks=options.batch_chunks,
+                faults=faults,
+            ),
+        )
+        limits = ChunkLimits(max_tokens=model.max_tokens - 2)
+        parsers = [
+            supervisor.start_child(
+                f"parser-{i}",
+                lambda name=f"parser-{i}": ParserActor.start(
+                    supervisor,
+                    name,
+                    embedder=embedder,
+                    writer=writer,
+                    count_tokens=model.count_tokens,
+                    limits=limits,
+                    faults=faults,
+                ),
+            )
+            for i in range(max(1, options.parsers))
+        ]
+        walker = supervisor.start_child(
+            "walker",
+            lambda: WalkerActor.start(
+                supervisor,
+                "walker",
+                root=root,
+                options=WalkOptions(include_deps=options.include_deps, max_bytes=options.max_bytes),
+                states=states,
+                parsers=parsers,
+                writer=writer,
+                coordinator=coordinator,
+                slots=slots,
+                abort=abort,
+                faults=faults,
+            ),
+        )
+        walker.tell(ScanTree())
+        if not finished.wait(options.timeout):
+            raise SupervisionError(
+                f"indexing did not finish within {options.timeout:g} s; run again with --debug"
+            )
+        if supervisor.given_up is not None:
+            raise supervisor.given_up
+        summary.restarts = supervisor.restarts
+        summary.dead_letters = supervisor.dead_letters
+        summary.seconds = time.monotonic() - started
+        writer.ask(FinishRun(json.dumps(summary.as_dict())), timeout=600)
+        summary.seconds = time.monotonic() - started
+    finally:
+        abort.set()
+        supervisor.stop_all()
+        coordinator.stop()
+    log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
+    return summary
+
+
+def _check_root(store: Store, root: Path, db: Path) -> None:
+    """One index file serves one root: paths in it are relative to that root.
+
+    An index inside its own tree moves with it, so only an outside one is checked.
+    """
+    have = store.meta().get("root")
+    if have is None or db.resolve().is_relative_to(root):
+        store.set_meta(root=str(root))
+    elif have != str(root):
+        raise ConfigError(
+            f"{store.path} indexes {have}, not {root}; pass --db with another file for this tree"
+        )
+
+
+def stop_everything() -> None:
+    """Last resort for tests and interrupted runs: stop every pykka actor still alive."""
+    pykka.ActorRegistry.stop_all(block=True, timeout=5)

@@ -1,0 +1,280 @@
+"""The pipeline's actors: thin shells that receive, call gbr.core, and send on."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from gbr.actors.faults import FaultPlan
+from gbr.actors.messages import (
+    FileDone,
+    FileEmbedded,
+    FileFailed,
+    FileFound,
+    FileParsed,
+    FilesRemoved,
+    FinishRun,
+    ScanTree,
+    WalkFinished,
+)
+from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
+from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.indexing import embed_chunks
+from gbr.core.records import FileProblem
+from gbr.core.store import FileState, Store
+from gbr.core.telemetry import log
+from gbr.core.walker import WalkOptions, read_file, walk
+
+StoreFactory = Callable[[], Store]
+
+
+class _Stage(SupervisedActor):
+    def __init__(self, supervisor: Supervisor, name: str, faults: FaultPlan | None) -> None:
+        super().__init__(supervisor, name)
+        self._faults = faults
+        self._stage = name.split("-")[0]
+
+    def on_receive(self, message: Any) -> Any:
+        if self._faults is not None:
+            self._in_hand = message
+            self._faults.check(self._stage, message)
+        return super().on_receive(message)
+
+
+def log_problem(problem: FileProblem) -> None:
+    """The structured event for a dropped file; `parse_failed` carries where and what."""
+    event = "parse_failed" if problem.kind == "parse_failed" else "file_dropped"
+    log().warning(
+        event,
+        file=problem.path,
+        kind=problem.kind,
+        line=problem.line,
+        column=problem.column,
+        excerpt=problem.excerpt,
+        reason=problem.reason,
+    )
+
+
+class WalkerActor(_Stage):
+    """Finds files, skips unchanged ones by hash, and keeps a bounded number in flight."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        name: str,
+        *,
+        root: Path,
+        options: WalkOptions,
+        states: dict[str, FileState],
+        parsers: Sequence[ChildRef],
+        writer: ChildRef,
+        coordinator: pykka.ActorRef[Any],
+        slots: threading.Semaphore,
+        abort: threading.Event,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        super().__init__(supervisor, name, faults)
+        self.root, self.options, self.states = root, options, states
+        self.parsers, self.writer, self.coordinator = parsers, writer, coordinator
+        self.slots, self.abort = slots, abort
+
+    def handle(self, message: Any) -> None:
+        if isinstance(message, ScanTree):
+            self._scan()
+
+    def _scan(self) -> None:
+        paths: set[str] = set()
+        seen = 0
+        turn = 0
+        for item in walk(self.root, self.options):
+            if self.abort.is_set():
+                return
+            paths.add(item.path)
+            seen += 1
+            if isinstance(item, FileProblem):
+                self._send(self.writer, FileFailed(item))
+                continue
+            source = read_file(item, self.options.max_bytes)
+            if isinstance(source, FileProblem):
+                self._send(self.writer, FileFailed(source))
+                continue
+            state = self.states.get(source.path)
+            if (
+                state is not None
+                and state.status == "ok"
+                and state.content_hash == source.content_hash
+            ):
+                self.coordinator.tell(FileDone(source.path, "unchanged"))
+                continue
+            self._send(self.parsers[turn % len(self.parsers)], FileFound(source))
+            turn += 1
+        gone = tuple(sorted(set(self.states) - paths))
+        if gone:
+            self.writer.tell(FilesRemoved(gone))
+        self.coordinator.tell(WalkFinished(frozenset(paths | set(gone)), seen))
+
+    def _send(self, target: ChildRef, message: Any) -> None:
+        """Wait for a free slot first: back-pressure keeps memory flat on huge trees."""
+        while not self.slots.acquire(timeout=0.2):
+            if self.abort.is_set():
+                return
+        target.tell(message)
+
+
+class ParserActor(_Stage):
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        name: str,
+        *,
+        embedder: ChildRef,
+        writer: ChildRef,
+        count_tokens: Callable[[str], int],
+        limits: ChunkLimits,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        super().__init__(supervisor, name, faults)
+        self.embedder, self.writer = embedder, writer
+        self.count_tokens, self.limits = count_tokens, limits
+        self.parser = new_parser()
+
+    def handle(self, message: Any) -> None:
+        if isinstance(message, FileFound):
+            result = chunk_file(message.source, self.parser, self.count_tokens, self.limits)
+            if isinstance(result, FileProblem):
+                self.writer.tell(FileFailed(result, message.source))
+            else:
+                self.embedder.tell(FileParsed(message.source, tuple(result)))
+
+
+class EmbedderActor(_Stage):
+    """Batches chunks across files: it runs the model when the batch is full or the inbox idle."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        name: str,
+        *,
+        model: OnnxEmbedder,
+        open_store: StoreFactory,
+        writer: ChildRef,
+        batch_chunks: int = 64,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        super().__init__(supervisor, name, faults)
+        self.model, self.open_store, self.writer = model, open_store, writer
+        self.batch_chunks = batch_chunks
+        self._pending: list[FileParsed] = []
+        self._store: Store | None = None
+
+    def on_start(self) -> None:
+        self._store = self.open_store()
+
+    def on_stop(self) -> None:
+        self._close()
+
+    def on_failure(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        self._close()
+        super().on_failure(exc_type, exc_value, traceback)
+
+    def _close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def unfinished(self) -> list[Any]:
+        return list(self._pending)
+
+    def handle(self, message: Any) -> None:
+        if isinstance(message, FileParsed):
+            self._pending.append(message)
+        pending_chunks = sum(len(p.chunks) for p in self._pending)
+        if pending_chunks >= self.batch_chunks or self.actor_inbox.empty():
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        assert self._store is not None
+        chunks = [c for p in self._pending for c in p.chunks]
+        stored, cached = embed_chunks(chunks, self.model, self._store.cached_vectors)
+        batch, self._pending = self._pending, []
+        offset = 0
+        for parsed in batch:
+            end = offset + len(parsed.chunks)
+            hits = sum(cached[offset:end])
+            mine = tuple(stored[offset:end])
+            offset = end
+            self.writer.tell(FileEmbedded(parsed.source, mine, len(mine) - hits, hits))
+
+
+class WriterActor(_Stage):
+    """The single DuckDB writer: each file's chunks are swapped in one transaction."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        name: str,
+        *,
+        open_store: StoreFactory,
+        coordinator: pykka.ActorRef[Any],
+        slots: threading.Semaphore,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        super().__init__(supervisor, name, faults)
+        self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
+        self._store: Store | None = None
+
+    def on_start(self) -> None:
+        self._store = self.open_store()
+
+    def on_stop(self) -> None:
+        self._close()
+
+    def on_failure(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        self._close()
+        super().on_failure(exc_type, exc_value, traceback)
+
+    def _close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+    def handle(self, message: Any) -> Any:
+        store = self._store
+        assert store is not None
+        if isinstance(message, FileEmbedded):
+            store.replace_file(message.source, message.chunks)
+            self._done(
+                FileDone(
+                    message.path,
+                    "indexed",
+                    chunks=len(message.chunks),
+                    embedded=message.embedded,
+                    cached=message.cached,
+                )
+            )
+        elif isinstance(message, FileFailed):
+            kept = store.mark_failed(message.problem, message.source)
+            log_problem(message.problem)
+            if kept:
+                log().info("chunks_kept_stale", file=message.path, chunks=kept)
+            self._done(FileDone(message.path, "dropped", problem=message.problem))
+        elif isinstance(message, FilesRemoved):
+            store.remove_files(message.paths)
+            for path in message.paths:
+                self.coordinator.tell(FileDone(path, "removed"))
+        elif isinstance(message, FinishRun):
+            store.refresh_fulltext()
+            store.set_meta(last_run=message.summary_json)
+            store.checkpoint()
+        return None
+
+    def _done(self, done: FileDone) -> None:
+        self.coordinator.tell(done)
+        self.slots.release()

@@ -1,0 +1,313 @@
+"""`gleambrctl`: parse options, call the pipeline or the searcher, render the result.
+
+Heavy imports (onnxruntime, duckdb, pykka) happen inside the commands, so `--help` is instant
+and a cold `search` pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from gbr.actors.coordinator import Progress
+    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.records import Hit, IndexSummary
+
+app = typer.Typer(
+    name="gleambrctl",
+    help="Index a Gleam package locally and search it by meaning and by name.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+T = TypeVar("T")
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option("--db", help="DuckDB index file [default: PATH/.gbr/index.duckdb]"),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+ModelDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--model-dir",
+        help="Folder with model.onnx and tokenizer.json [default: all-MiniLM-L6-v2 int8]",
+        envvar="GBR_MODEL_DIR",
+    ),
+]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
+
+
+@contextmanager
+def _errors(debug: bool) -> Iterator[None]:
+    """Every GbrError becomes one line on stderr and its exit code; tracebacks only with --debug."""
+    from gbr.core.errors import GbrError
+
+    try:
+        yield
+    except GbrError as exc:
+        if debug:
+            err.print_exception()
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(exc.exit_code) from None
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/yellow]; finished files are kept in the index")
+        raise typer.Exit(130) from None
+
+
+def _load_model(model_dir: Path | None) -> OnnxEmbedder:
+    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.model_files import resolve_model_files
+
+    return OnnxEmbedder(resolve_model_files(model_dir))
+
+
+def _find_db(db: Path | None) -> Path:
+    """--db, else the nearest `.gbr/index.duckdb` from here upwards, like git finds `.git`."""
+    from gbr.core.errors import ConfigError
+
+    if db is not None:
+        return db
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / ".gbr" / "index.duckdb"
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(
+        "no index found here or in any parent folder; run `gleambrctl index PATH` or pass --db FILE"
+    )
+
+
+def _parse_size(text: str) -> int:
+    from gbr.core.errors import ConfigError
+
+    units = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
+    raw = text.strip().lower()
+    number = raw.rstrip("kmb")
+    unit = raw[len(number) :]
+    try:
+        value = float(number) * units[unit]
+    except (ValueError, KeyError):
+        raise ConfigError(
+            f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
+        ) from None
+    if value <= 0:
+        raise ConfigError("--max-file-size must be positive")
+    return int(value)
+
+
+@app.command()
+def index(
+    path: Annotated[Path, typer.Argument(help="Package, or folder of packages.")] = Path("."),
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 when any file was dropped.")
+    ] = False,
+    include_deps: Annotated[
+        bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
+    ] = False,
+    max_file_size: Annotated[
+        str, typer.Option("--max-file-size", help="Skip files larger than this.")
+    ] = "1MB",
+    model_dir: ModelDirOption = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Echo telemetry events to stderr.")
+    ] = False,
+    debug: DebugOption = False,
+) -> None:
+    """Index the .gleam files under PATH (incremental: unchanged files cost one hash)."""
+    with _errors(debug):
+        from gbr.actors.pipeline import IndexOptions, default_db, run_index
+        from gbr.core import telemetry
+
+        root = path.resolve()
+        db_path = db or default_db(root)
+        telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
+        options = IndexOptions(
+            root=root,
+            db=db_path,
+            include_deps=include_deps,
+            max_bytes=_parse_size(max_file_size),
+        )
+        model = _load_model(model_dir)
+        show_bar = not json_out and err.is_terminal
+        with _progress_bar(show_bar) as on_progress:
+            summary = run_index(options, model, progress=on_progress)
+        if json_out:
+            out.print_json(json.dumps(summary.as_dict()))
+        else:
+            _print_summary(summary)
+        if strict and summary.files_dropped:
+            raise typer.Exit(1)
+
+
+@contextmanager
+def _progress_bar(enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
+    if not enabled:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("indexing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[chunks]} chunks, {task.fields[dropped]} dropped"),
+        TextColumn("{task.fields[rate]:.0f} chunks/s"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    task = bar.add_task("index", total=None, chunks=0, dropped=0, rate=0.0)
+
+    def update(p: Any) -> None:
+        rate = p.chunks / p.elapsed if p.elapsed > 0 else 0.0
+        bar.update(
+            task, completed=p.done, total=p.expected, chunks=p.chunks, dropped=p.dropped, rate=rate
+        )
+
+    with bar:
+        yield update
+
+
+def _print_summary(s: IndexSummary) -> None:
+    if s.reindex_reason:
+        out.print(f"[yellow]re-indexed everything:[/yellow] {escape(s.reindex_reason)}")
+    out.print(
+        f"[bold]{s.files_seen}[/bold] files seen: {s.files_indexed} indexed, "
+        f"{s.files_unchanged} unchanged, {s.files_dropped} dropped, {s.files_removed} removed"
+    )
+    out.print(
+        f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, {s.chunks_cached} cached) "
+        f"in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
+    )
+    if s.restarts or s.dead_letters:
+        out.print(f"[yellow]{s.restarts} actor restarts, {s.dead_letters} dead letters[/yellow]")
+    for problem in s.dropped:
+        out.print(f"  [red]dropped[/red] {escape(problem.path)}: {escape(problem.reason)}")
+    out.print(f"index: {escape(s.db)}")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="Words or an identifier; `-` reads one per line.")],
+    k: Annotated[int, typer.Option("-k", "--top", min=1, max=200, help="Hits to show.")] = 10,
+    mode: Annotated[str, typer.Option("--mode", help="hybrid, dense or bm25.")] = "hybrid",
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    model_dir: ModelDirOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Search the index: dense vectors and BM25 fused with Reciprocal Rank Fusion."""
+    with _errors(debug):
+        from gbr.core.errors import ConfigError
+        from gbr.core.search import MODES, Searcher
+        from gbr.core.store import Store
+
+        if mode not in MODES:
+            raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
+        with Store.open(_find_db(db), read_only=True) as store:
+            searcher = Searcher(store, _load_model(model_dir))
+            if query == "-":
+                for line in sys.stdin:
+                    if line.strip():
+                        hits = searcher.search(line.strip(), k=k, mode=mode)  # type: ignore[arg-type]
+                        sys.stdout.write(json.dumps(_search_json(line.strip(), mode, hits)) + "\n")
+                        sys.stdout.flush()
+                return
+            hits = searcher.search(query, k=k, mode=mode)  # type: ignore[arg-type]
+        if json_out:
+            sys.stdout.write(json.dumps(_search_json(query, mode, hits), indent=2) + "\n")
+        else:
+            _print_hits(hits)
+
+
+def _search_json(query: str, mode: str, hits: list[Hit]) -> dict[str, Any]:
+    return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}
+
+
+def _print_hits(hits: list[Hit]) -> None:
+    if not hits:
+        out.print("no matches")
+        return
+    for hit in hits:
+        out.print(
+            f"[bold]{hit.rank:>2}[/bold] [cyan]{escape(hit.path)}:{hit.start_line}-{hit.end_line}"
+            f"[/cyan]  {escape(hit.module)}  [magenta]{hit.kind}[/magenta] "
+            f"[bold green]{escape(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
+        )
+        if hit.signature:
+            out.print(f"     {escape(hit.signature)}")
+        if hit.doc:
+            out.print(f"     [dim]{escape(hit.doc.split('. ')[0][:120])}[/dim]")
+        body = [
+            ln for ln in hit.text.splitlines() if ln.strip() and not ln.lstrip().startswith("//")
+        ]
+        for line in body[1:4]:
+            out.print(f"     [dim]│[/dim] {escape(line[:110])}")
+
+
+@app.command()
+def status(
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """What is indexed: files, chunks, dropped files and why, model, size, last run."""
+    with _errors(debug):
+        from gbr.core.store import Store
+
+        db_path = _find_db(db)
+        with Store.open(db_path, read_only=True) as store:
+            meta = store.meta()
+            report = {
+                "db": str(db_path),
+                "db_bytes": db_path.stat().st_size,
+                "root": meta.get("root"),
+                "model_id": meta.get("model_id"),
+                "chunker_version": meta.get("chunker_version"),
+                **store.counts(),
+                "dropped": store.failed_files(),
+                "last_run": store.last_run(),
+            }
+        if json_out:
+            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+            return
+        out.print(f"index  {escape(report['db'])} ({report['db_bytes'] / 1e6:.1f} MB)")
+        out.print(f"root   {escape(str(report['root']))}")
+        out.print(f"model  {report['model_id']} (chunker v{report['chunker_version']})")
+        out.print(
+            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped; "
+            f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
+        )
+        last = report["last_run"]
+        if last:
+            out.print(
+                f"last run: {last['files_indexed']} indexed, {last['files_unchanged']} unchanged, "
+                f"{last['files_dropped']} dropped in {last['seconds']} s"
+            )
+        for item in report["dropped"]:
+            stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
+            out.print(
+                f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}{stale}"
+            )
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

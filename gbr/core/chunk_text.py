@@ -1,0 +1,63 @@
+"""The two texts made from a chunk: what the model embeds and what BM25 indexes."""
+
+from __future__ import annotations
+
+import re
+
+from gbr.core.records import Chunk
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def split_identifier(ident: str) -> list[str]:
+    """`map_loop` -> [map, loop]; `sendAfter` -> [send, after]; `HTTPError` -> [http, error]."""
+    words: list[str] = []
+    for piece in ident.split("_"):
+        words.extend(w.lower() for w in _CAMEL.findall(piece))
+    return words
+
+
+def code_words(text: str) -> str:
+    """Every identifier kept whole and, when compound, also split into its words."""
+    out: list[str] = []
+    for ident in _IDENT.findall(text):
+        parts = split_identifier(ident)
+        out.append(ident.lower())
+        if len(parts) > 1:
+            out.extend(parts)
+    return " ".join(out)
+
+
+def context_header(chunk: Chunk) -> str:
+    """A short line naming where the code lives, prepended to the code the model embeds."""
+    doc_line = chunk.doc.split(". ")[0][:160] if chunk.doc else ""
+    head = f"{chunk.module} {chunk.kind} {chunk.name}: {chunk.signature}"
+    return f"{head}\n{doc_line}" if doc_line else head
+
+
+def embed_text(chunk: Chunk) -> str:
+    parts = [context_header(chunk)]
+    if chunk.header:
+        parts.append(chunk.header)
+    parts.append(chunk.text)
+    return "\n".join(parts)
+
+
+def search_text(chunk: Chunk) -> str:
+    """Names and signature are repeated so that BM25 weighs them above body words."""
+    name_words = code_words(chunk.name)
+    module_words = code_words(chunk.module.replace("/", " "))
+    sig_words = code_words(chunk.signature)
+    return " ".join(
+        [
+            name_words,
+            name_words,
+            name_words,
+            module_words,
+            sig_words,
+            sig_words,
+            chunk.doc,
+            code_words(chunk.text),
+        ]
+    )

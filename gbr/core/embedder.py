@@ -1,0 +1,125 @@
+"""Sentence embeddings from a local ONNX model: tokenize, run, mean-pool, L2-normalise."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from gbr.core.errors import ConfigError
+from gbr.core.model_files import ModelFiles
+
+
+class Embedder(Protocol):
+    model_id: str
+    dim: int
+    max_tokens: int
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+@dataclass(slots=True)
+class PaddingStats:
+    """Real versus padded token positions fed to the model, for the throughput bench."""
+
+    real: int = 0
+    padded: int = 0
+
+    @property
+    def waste(self) -> float:
+        total = self.real + self.padded
+        return self.padded / total if total else 0.0
+
+
+class OnnxEmbedder:
+    """all-MiniLM-L6-v2 style models: `last_hidden_state` output, mean pooling."""
+
+    def __init__(
+        self,
+        files: ModelFiles,
+        max_tokens: int = 256,
+        batch_size: int = 32,
+        threads: int | None = None,
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.model_id = files.model_id
+        self.max_tokens = max_tokens
+        self.batch_size = batch_size
+        self.stats = PaddingStats()
+        try:
+            self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
+        except Exception as exc:
+            raise ConfigError(f"cannot load tokenizer {files.tokenizer}: {exc}") from exc
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=max_tokens)
+        # A second, untruncated tokenizer counts the true length of chunk texts.
+        self._counter = Tokenizer.from_file(str(files.tokenizer))
+        self._counter.no_padding()
+        self._counter.no_truncation()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or os.cpu_count() or 1
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self._session = ort.InferenceSession(
+                str(files.onnx), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:
+            raise ConfigError(f"cannot load ONNX model {files.onnx}: {exc}") from exc
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self.dim = int(self._session.get_outputs()[0].shape[-1])
+        # onnxruntime sessions are thread-safe, but the stats are not.
+        self._lock = threading.Lock()
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return [
+            len(e.ids) for e in self._counter.encode_batch(list(texts), add_special_tokens=False)
+        ]
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors in input order; sorted by length inside so each batch pads little."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self.embed_ids(self.tokenize(texts))
+
+    def embed_ids(self, ids: Sequence[list[int]]) -> np.ndarray:
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for lo in range(0, len(order), self.batch_size):
+            idx = order[lo : lo + self.batch_size]
+            out[idx] = self._run([ids[i] for i in idx])
+        return out
+
+    def _run(self, batch: list[list[int]]) -> np.ndarray:
+        width = max(len(x) for x in batch)
+        input_ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, seq in enumerate(batch):
+            input_ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        real = int(mask.sum())
+        with self._lock:
+            self.stats.real += real
+            self.stats.padded += mask.size - real
+        return pooled / np.maximum(norms, 1e-12)

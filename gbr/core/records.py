@@ -1,0 +1,134 @@
+"""Typed records shared by the pipeline stages, the store and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
+Visibility = Literal["pub", "private"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A `.gleam` file found by the walker, read and hashed once."""
+
+    path: str  # relative to the indexed root, always with forward slashes
+    module: str  # `gleam/list` for `src/gleam/list.gleam`
+    package: str
+    content: bytes
+    content_hash: str
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One AST node (or one part of an oversized node) ready to embed and store."""
+
+    path: str
+    module: str
+    package: str
+    kind: ChunkKind
+    name: str
+    signature: str
+    visibility: Visibility
+    start_line: int  # 1-based, inclusive
+    end_line: int  # 1-based, inclusive
+    part: int  # 0 for a whole node; 0..n-1 for the parts of a split node
+    parts: int  # how many parts the node was split into (1 when whole)
+    doc: str
+    text: str  # the raw source lines start_line..end_line
+    header: str = ""  # the parent signature repeated above parts after the first
+
+
+@dataclass(frozen=True, slots=True)
+class FileProblem:
+    """Why a file could not be indexed; the file is dropped alone and the run goes on."""
+
+    path: str
+    reason: str  # one line, for people
+    kind: str  # parse_failed, invalid_utf8, binary, too_large, permission_denied, ...
+    line: int | None = None
+    column: int | None = None
+    excerpt: str = ""
+
+
+@dataclass(slots=True)
+class IndexSummary:
+    """What one `index` run did; printed by the CLI and returned as JSON."""
+
+    root: str
+    db: str
+    files_seen: int = 0
+    files_indexed: int = 0
+    files_unchanged: int = 0
+    files_dropped: int = 0
+    files_removed: int = 0
+    chunks: int = 0
+    chunks_embedded: int = 0
+    chunks_cached: int = 0
+    restarts: int = 0
+    dead_letters: int = 0
+    seconds: float = 0.0
+    reindex_reason: str | None = None
+    dropped: list[FileProblem] = field(default_factory=list)
+
+    @property
+    def chunks_per_second(self) -> float:
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "root": self.root,
+            "db": self.db,
+            "files_seen": self.files_seen,
+            "files_indexed": self.files_indexed,
+            "files_unchanged": self.files_unchanged,
+            "files_dropped": self.files_dropped,
+            "files_removed": self.files_removed,
+            "chunks": self.chunks,
+            "chunks_embedded": self.chunks_embedded,
+            "chunks_cached": self.chunks_cached,
+            "restarts": self.restarts,
+            "dead_letters": self.dead_letters,
+            "seconds": round(self.seconds, 3),
+            "chunks_per_second": round(self.chunks_per_second, 1),
+            "reindex_reason": self.reindex_reason,
+            "dropped": [
+                {"path": p.path, "kind": p.kind, "reason": p.reason, "line": p.line}
+                for p in self.dropped
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: a whole node, its split parts collapsed into one."""
+
+    rank: int
+    path: str
+    module: str
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    signature: str = ""
+    doc: str = ""
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "rank": self.rank,
+            "path": self.path,
+            "module": self.module,
+            "name": self.name,
+            "kind": self.kind,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "score": round(self.score, 6),
+            "text": self.text,
+            "signature": self.signature,
+            "doc": self.doc,
+        }

@@ -1,0 +1,422 @@
+"""The index: one DuckDB file holding files, chunks, vectors and a BM25 full-text index.
+
+One writer owns a Store; replacing a file's chunks is one transaction, so a crash leaves
+either the old or the new version of the file, never half of each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from gbr.core.errors import StoreError
+from gbr.core.records import Chunk, FileProblem, SourceFile
+
+SCHEMA_VERSION = "1"
+# Word characters for the full-text tokenizer: underscores and digits stay, so `map_loop`
+# and `isbn13` survive whole next to the split words that search_text adds.
+FTS_IGNORE = r"(\.|[^a-z0-9_])+"
+FTS_STEMMER = "porter"
+FTS_STOPWORDS = "english"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk plus the derived texts and vector, as the Writer hands it to the store."""
+
+    chunk: Chunk
+    search_text: str
+    tokens: int
+    embed_hash: str
+    vector: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    content_hash: str
+    status: str  # ok | failed
+
+
+def _extension_path(name: str) -> Path:
+    spec = find_spec(f"duckdb_extension_{name}")
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError(
+            f"the DuckDB {name} extension package is missing; run `make install` "
+            f"(pip install duckdb-extension-{name}=={duckdb.__version__})"
+        )
+    base = Path(next(iter(spec.submodule_search_locations)))
+    path = base / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+    if not path.is_file():
+        raise StoreError(
+            f"no {name} extension for duckdb {duckdb.__version__} at {path}; "
+            f"install duckdb-extension-{name}=={duckdb.__version__}"
+        )
+    return path
+
+
+class Store:
+    """Access to one index file. Not thread-safe: use `cursor()` for another thread."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
+        self.con = con
+        self.path = path
+        self.read_only = read_only
+
+    # ----------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, path: str | Path, *, read_only: bool = False) -> Store:
+        path = Path(path)
+        if read_only and not path.is_file():
+            raise StoreError(f"no index at {path}; run `gleambrctl index` first")
+        try:
+            if not read_only:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            con = duckdb.connect(str(path), read_only=read_only)
+        except (duckdb.Error, OSError) as exc:
+            raise StoreError(f"cannot open index {path}: {_one_line(exc)}") from exc
+        try:
+            con.execute(f"LOAD '{_extension_path('fts')}'")
+        except duckdb.Error as exc:
+            con.close()
+            raise StoreError(f"cannot load the DuckDB fts extension: {_one_line(exc)}") from exc
+        store = cls(con, path, read_only)
+        if not read_only:
+            store._create_meta()
+        return store
+
+    def cursor(self) -> Store:
+        """A second connection to the same database, for use from another thread."""
+        cur = self.con.cursor()
+        cur.execute(f"LOAD '{_extension_path('fts')}'")
+        return Store(cur, self.path, self.read_only)
+
+    def close(self) -> None:
+        with contextlib.suppress(duckdb.Error):
+            self.con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ schema
+
+    def _create_meta(self) -> None:
+        self.con.execute("CREATE TABLE IF NOT EXISTS meta(key VARCHAR, value VARCHAR)")
+
+    def meta(self) -> dict[str, str]:
+        try:
+            rows = self.con.execute("SELECT key, value FROM meta").fetchall()
+        except duckdb.CatalogException:
+            return {}
+        return dict(rows)
+
+    def set_meta(self, **values: str) -> None:
+        for key, value in values.items():
+            self.con.execute("DELETE FROM meta WHERE key = ?", [key])
+            self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
+
+    def prepare(self, *, model_id: str, chunker_version: str, dim: int) -> str | None:
+        """Make the tables ready for this model and chunker; wipe them if either changed.
+
+        Returns why everything is re-indexed, or None when the existing index is reusable.
+        """
+        want = {
+            "schema_version": SCHEMA_VERSION,
+            "model_id": model_id,
+            "chunker_version": chunker_version,
+            "dim": str(dim),
+        }
+        have = self.meta()
+        reason = None
+        if have.get("schema_version"):
+            changed = [k for k, v in want.items() if have.get(k) != v]
+            if changed:
+                reason = "; ".join(
+                    f"{k.replace('_', ' ')} changed from {have.get(k)} to {want[k]}"
+                    for k in changed
+                )
+        with self.transaction():
+            if reason:
+                self.con.execute("DROP TABLE IF EXISTS chunks")
+                self.con.execute("DROP TABLE IF EXISTS files")
+            self._create_tables(dim)
+            self.set_meta(**want)
+        return reason
+
+    def _create_tables(self, dim: int) -> None:
+        self.con.execute("CREATE SEQUENCE IF NOT EXISTS chunk_ids")
+        self.con.execute(
+            """CREATE TABLE IF NOT EXISTS files(
+                path VARCHAR, module VARCHAR, package VARCHAR, content_hash VARCHAR,
+                size BIGINT, mtime DOUBLE, status VARCHAR, error_kind VARCHAR,
+                error VARCHAR, indexed_at DOUBLE)"""
+        )
+        self.con.execute(
+            f"""CREATE TABLE IF NOT EXISTS chunks(
+                id BIGINT, path VARCHAR, module VARCHAR, package VARCHAR, kind VARCHAR,
+                name VARCHAR, signature VARCHAR, visibility VARCHAR, start_line INTEGER,
+                end_line INTEGER, part INTEGER, parts INTEGER, doc VARCHAR, text VARCHAR,
+                header VARCHAR, search_text VARCHAR, tokens INTEGER, embed_hash VARCHAR,
+                stale BOOLEAN, embedding FLOAT[{dim}])"""
+        )
+
+    # ---------------------------------------------------------------- writing
+
+    def transaction(self) -> _Transaction:
+        return _Transaction(self.con)
+
+    def replace_file(self, source: SourceFile, chunks: Sequence[StoredChunk]) -> None:
+        """Swap a file's chunks for new ones in one transaction."""
+        table = _chunks_table(chunks)
+        with self.transaction():
+            self.con.execute("DELETE FROM chunks WHERE path = ?", [source.path])
+            self.con.execute("DELETE FROM files WHERE path = ?", [source.path])
+            if table.num_rows:
+                self.con.register("new_chunks", table)
+                try:
+                    self.con.execute(
+                        "INSERT INTO chunks SELECT nextval('chunk_ids'), * FROM new_chunks"
+                    )
+                finally:
+                    self.con.unregister("new_chunks")
+            self.con.execute(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, 'ok', NULL, NULL, ?)",
+                [
+                    source.path,
+                    source.module,
+                    source.package,
+                    source.content_hash,
+                    source.size,
+                    source.mtime,
+                    time.time(),
+                ],
+            )
+
+    def mark_failed(self, problem: FileProblem, source: SourceFile | None) -> int:
+        """Record why a file was dropped; its earlier chunks stay, flagged stale.
+
+        Returns how many chunks were kept as stale.
+        """
+        with self.transaction():
+            kept = self.con.execute(
+                "SELECT count(*) FROM chunks WHERE path = ?", [problem.path]
+            ).fetchone()
+            self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [problem.path])
+            self.con.execute("DELETE FROM files WHERE path = ?", [problem.path])
+            self.con.execute(
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, 'failed', ?, ?, ?)",
+                [
+                    problem.path,
+                    source.module if source else None,
+                    source.package if source else None,
+                    source.content_hash if source else None,
+                    source.size if source else None,
+                    source.mtime if source else None,
+                    problem.kind,
+                    problem.reason,
+                    time.time(),
+                ],
+            )
+        return int(kept[0]) if kept else 0
+
+    def remove_files(self, paths: Iterable[str]) -> int:
+        paths = list(paths)
+        if not paths:
+            return 0
+        with self.transaction():
+            for path in paths:
+                self.con.execute("DELETE FROM chunks WHERE path = ?", [path])
+                self.con.execute("DELETE FROM files WHERE path = ?", [path])
+        return len(paths)
+
+    def refresh_fulltext(self) -> None:
+        """DuckDB's full-text index is a snapshot; rebuild it after a batch of writes."""
+        self.con.execute(
+            "PRAGMA create_fts_index('chunks', 'id', 'search_text', overwrite=1, "
+            f"stemmer='{FTS_STEMMER}', stopwords='{FTS_STOPWORDS}', "
+            f"ignore='{FTS_IGNORE}', strip_accents=1, lower=1)"
+        )
+
+    def checkpoint(self) -> None:
+        self.con.execute("CHECKPOINT")
+
+    # ---------------------------------------------------------------- reading
+
+    def file_states(self) -> dict[str, FileState]:
+        if not self._has_table("files"):
+            return {}
+        rows = self.con.execute("SELECT path, content_hash, status FROM files").fetchall()
+        return {p: FileState(h or "", s) for p, h, s in rows}
+
+    def cached_vectors(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors already stored for these embedded texts, so they need no model run."""
+        if not hashes or not self._has_table("chunks"):
+            return {}
+        table = self.con.execute(
+            "SELECT DISTINCT ON (embed_hash) embed_hash, embedding FROM chunks "
+            "WHERE embed_hash IN (SELECT unnest(?))",
+            [list(hashes)],
+        ).fetch_arrow_table()
+        if table.num_rows == 0:
+            return {}
+        matrix = _vectors(table.column("embedding"))
+        keys = table.column("embed_hash").to_pylist()
+        return {k: matrix[i] for i, k in enumerate(keys)}
+
+    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
+        table = self.con.execute("SELECT id, embedding FROM chunks ORDER BY id").fetch_arrow_table()
+        ids = table.column("id").to_numpy()
+        if table.num_rows == 0:
+            return ids, np.zeros((0, 0), dtype=np.float32)
+        return ids, _vectors(table.column("embedding"))
+
+    def bm25(self, query: str, limit: int) -> list[tuple[int, float]]:
+        if not query.strip():
+            return []
+        try:
+            rows = self.con.execute(
+                "SELECT id, score FROM (SELECT id, fts_main_chunks.match_bm25(id, ?) AS score "
+                "FROM chunks) WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT ?",
+                [query, limit],
+            ).fetchall()
+        except duckdb.CatalogException as exc:
+            raise StoreError(
+                "the full-text index is missing; run `gleambrctl index` to rebuild it"
+            ) from exc
+        return [(int(i), float(s)) for i, s in rows]
+
+    def chunk_rows(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        if not ids:
+            return {}
+        cur = self.con.execute(
+            "SELECT id, path, module, package, kind, name, signature, visibility, start_line, "
+            "end_line, part, parts, doc, text, header, stale FROM chunks "
+            "WHERE id IN (SELECT unnest(?))",
+            [list(ids)],
+        )
+        cols = [d[0] for d in cur.description]
+        return {row[0]: dict(zip(cols, row, strict=True)) for row in cur.fetchall()}
+
+    def node_parts(self, path: str, kind: str, name: str) -> list[dict[str, Any]]:
+        """Every part of a split node, in order; a name is unique per kind within a file."""
+        cur = self.con.execute(
+            "SELECT start_line, end_line, part, text FROM chunks "
+            "WHERE path = ? AND kind = ? AND name = ? ORDER BY part",
+            [path, kind, name],
+        )
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def counts(self) -> dict[str, int]:
+        if not self._has_table("files"):
+            return {"files": 0, "files_ok": 0, "files_failed": 0, "chunks": 0, "stale_chunks": 0}
+        files_ok, files_failed = self.con.execute(
+            "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'failed') FROM files"
+        ).fetchone() or (0, 0)
+        chunks, stale = self.con.execute(
+            "SELECT count(*), count(*) FILTER (stale) FROM chunks"
+        ).fetchone() or (0, 0)
+        return {
+            "files": int(files_ok) + int(files_failed),
+            "files_ok": int(files_ok),
+            "files_failed": int(files_failed),
+            "chunks": int(chunks),
+            "stale_chunks": int(stale),
+        }
+
+    def failed_files(self) -> list[dict[str, Any]]:
+        if not self._has_table("files"):
+            return []
+        cur = self.con.execute(
+            "SELECT f.path, f.error_kind, f.error, "
+            "(SELECT count(*) FROM chunks c WHERE c.path = f.path) AS stale_chunks "
+            "FROM files f WHERE status = 'failed' ORDER BY path"
+        )
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def last_run(self) -> dict[str, Any] | None:
+        raw = self.meta().get("last_run")
+        return json.loads(raw) if raw else None
+
+    def _has_table(self, name: str) -> bool:
+        row = self.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+        ).fetchone()
+        return bool(row and row[0])
+
+
+class _Transaction:
+    """BEGIN/COMMIT, with ROLLBACK on any error so a failed write leaves no trace."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+
+    def __enter__(self) -> None:
+        self.con.begin()
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            try:
+                self.con.commit()
+            except duckdb.Error as err:
+                self.con.rollback()
+                raise StoreError(f"index write failed: {_one_line(err)}") from err
+        else:
+            self.con.rollback()
+
+
+def _vectors(column: pa.ChunkedArray) -> np.ndarray:
+    flat = column.combine_chunks()
+    dim = flat.type.list_size
+    return flat.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+
+
+_TEXT_COLUMNS = ("path", "module", "package", "kind", "name", "signature", "visibility")
+_INT_COLUMNS = ("start_line", "end_line", "part", "parts")
+_TAIL_TEXT_COLUMNS = ("doc", "text", "header")
+
+
+def _chunks_table(items: Sequence[StoredChunk]) -> pa.Table:
+    """Rows in the column order of the chunks table (after id), for one bulk INSERT."""
+    arrays: dict[str, pa.Array] = {}
+    for key in _TEXT_COLUMNS:
+        arrays[key] = pa.array([getattr(i.chunk, key) for i in items], type=pa.string())
+    for key in _INT_COLUMNS:
+        arrays[key] = pa.array([getattr(i.chunk, key) for i in items], type=pa.int32())
+    for key in _TAIL_TEXT_COLUMNS:
+        arrays[key] = pa.array([getattr(i.chunk, key) for i in items], type=pa.string())
+    arrays["search_text"] = pa.array([i.search_text for i in items], type=pa.string())
+    arrays["tokens"] = pa.array([i.tokens for i in items], type=pa.int32())
+    arrays["embed_hash"] = pa.array([i.embed_hash for i in items], type=pa.string())
+    arrays["stale"] = pa.array([False] * len(items), type=pa.bool_())
+    dim = int(items[0].vector.shape[0]) if items else 1
+    flat = (
+        np.concatenate([np.asarray(i.vector, dtype=np.float32) for i in items])
+        if items
+        else np.zeros(0, dtype=np.float32)
+    )
+    arrays["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
+    return pa.table(arrays)
+
+
+def _one_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def dumps_summary(summary: dict[str, Any]) -> str:
+    return json.dumps(summary, sort_keys=True)

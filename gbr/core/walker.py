@@ -1,0 +1,222 @@
+"""Find the `.gleam` files of one package, or of a folder holding several, and read them.
+
+A package is a folder with `gleam.toml`; its modules live under `src/`, `test/` and `dev/`.
+`.gitignore` files are honoured at every level, `build/` is skipped unless the sources of
+dependencies (`build/packages/*/src`) are asked for, and a symlinked folder that leads back
+into a folder already walked is reported as a loop instead of being walked forever.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from gbr.core.records import FileProblem, SourceFile
+
+DEFAULT_MAX_BYTES = 1_000_000
+MODULE_ROOTS = ("src", "test", "dev")
+_ALWAYS_SKIP = {".git", ".gbr", "node_modules", "_build", "__pycache__", ".venv"}
+
+
+@dataclass(frozen=True, slots=True)
+class FoundFile:
+    """A candidate file: where it is, and which package and module it belongs to."""
+
+    abs_path: Path
+    path: str  # relative to the walk root, with forward slashes
+    module: str
+    package: str
+
+
+@dataclass(frozen=True, slots=True)
+class WalkOptions:
+    include_deps: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class _Package:
+    root: Path
+    name: str
+
+
+def walk(root: Path, options: WalkOptions = WalkOptions()) -> Iterator[FoundFile | FileProblem]:
+    """Every `.gleam` file under root in a stable order, or a problem for what can't be walked."""
+    root = root.resolve()
+    yield from _walk_dir(
+        root, root, [], _package_at(root) or _Package(root, root.name), options, set()
+    )
+
+
+def _package_at(folder: Path) -> _Package | None:
+    manifest = folder / "gleam.toml"
+    if not manifest.is_file():
+        return None
+    try:
+        name = tomllib.loads(manifest.read_text("utf-8")).get("name")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        name = None
+    return _Package(folder, str(name) if name else folder.name)
+
+
+def _module_of(file: Path, package: _Package) -> str:
+    rel = file.relative_to(package.root)
+    parts = rel.parts
+    if parts and parts[0] in MODULE_ROOTS and len(parts) > 1:
+        parts = parts[1:]
+    return "/".join(parts).removesuffix(".gleam")
+
+
+def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
+    ignore = folder / ".gitignore"
+    if not ignore.is_file():
+        return None
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(
+            ignore.read_text("utf-8", errors="replace").splitlines()
+        )
+    except (OSError, ValueError):
+        return None
+
+
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+    for base, spec in specs:
+        rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
+        if spec.match_file(rel):
+            return True
+    return False
+
+
+def _walk_dir(
+    folder: Path,
+    root: Path,
+    specs: list[tuple[Path, pathspec.PathSpec]],
+    package: _Package,
+    options: WalkOptions,
+    seen: set[tuple[int, int]],
+) -> Iterator[FoundFile | FileProblem]:
+    try:
+        st = folder.stat()
+    except OSError as exc:
+        yield _os_problem(_rel(folder, root), exc)
+        return
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        yield FileProblem(
+            path=_rel(folder, root),
+            kind="symlink_loop",
+            reason="symlink loop: this folder links back to one already walked; skipped",
+        )
+        return
+    seen = seen | {key}
+    spec = _ignore_spec(folder)
+    if spec is not None:
+        specs = [*specs, (folder, spec)]
+    package = _package_at(folder) or package
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        yield _os_problem(_rel(folder, root), exc)
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if is_dir:
+            if entry.name in _ALWAYS_SKIP or entry.name.startswith("."):
+                continue
+            if entry.name == "build" and (folder / "gleam.toml").is_file():
+                if options.include_deps:
+                    yield from _walk_deps(path / "packages", root, options, seen)
+                continue
+            if _ignored(path, True, specs):
+                continue
+            yield from _walk_dir(path, root, specs, package, options, seen)
+        elif entry.name.endswith(".gleam") or (entry.is_symlink() and path.suffix == ".gleam"):
+            if _ignored(path, False, specs):
+                continue
+            yield FoundFile(path, _rel(path, root), _module_of(path, package), package.name)
+
+
+def _walk_deps(
+    packages: Path, root: Path, options: WalkOptions, seen: set[tuple[int, int]]
+) -> Iterator[FoundFile | FileProblem]:
+    if not packages.is_dir():
+        return
+    for dep in sorted(p for p in packages.iterdir() if p.is_dir()):
+        package = _package_at(dep) or _Package(dep, dep.name)
+        src = dep / "src"
+        if src.is_dir():
+            yield from _walk_dir(src, root, [], package, options, seen)
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _os_problem(rel: str, exc: OSError) -> FileProblem:
+    if exc.errno == errno.ELOOP:
+        return FileProblem(
+            rel, "symlink loop: the link points back to itself; fix or remove it", "symlink_loop"
+        )
+    if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM):
+        return FileProblem(
+            rel, "permission denied; make it readable (chmod a+r)", "permission_denied"
+        )
+    if exc.errno == errno.ENOENT:
+        return FileProblem(rel, "broken symlink or file vanished during the walk", "not_found")
+    return FileProblem(rel, f"cannot read: {exc.strerror or exc}", "unreadable")
+
+
+def read_file(found: FoundFile, max_bytes: int = DEFAULT_MAX_BYTES) -> SourceFile | FileProblem:
+    """The file's bytes and hash, or why it cannot be indexed. UTF-8 is checked by the parser."""
+    try:
+        st = found.abs_path.stat()
+        if st.st_size > max_bytes:
+            return FileProblem(
+                found.path,
+                f"file is {_size(st.st_size)}, over the {_size(max_bytes)} limit; "
+                "raise it with --max-file-size",
+                "too_large",
+            )
+        with open(found.abs_path, "rb") as handle:
+            content = handle.read(max_bytes + 1)
+    except OSError as exc:
+        return _os_problem(found.path, exc)
+    if len(content) > max_bytes:
+        return FileProblem(
+            found.path, f"file grew over the {_size(max_bytes)} limit while read", "too_large"
+        )
+    if b"\0" in content[:8192]:
+        return FileProblem(
+            found.path, "binary content (NUL bytes), not Gleam source; skipped", "binary"
+        )
+    return SourceFile(
+        path=found.path,
+        module=found.module,
+        package=found.package,
+        content=content,
+        content_hash=hashlib.sha256(content).hexdigest(),
+        size=len(content),
+        mtime=st.st_mtime,
+    )
+
+
+def _size(n: int) -> str:
+    if n >= 1_000_000:
+        return f"{n / 1_000_000:.1f} MB"
+    if n >= 1_000:
+        return f"{n / 1_000:.1f} kB"
+    return f"{n} bytes"
