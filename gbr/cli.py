@@ -132,7 +132,11 @@ def index(
         from gbr.actors.pipeline import IndexOptions, default_db, run_index
         from gbr.core import telemetry
 
+        from gbr.core.errors import ConfigError
+
         root = path.resolve()
+        if not root.is_dir():
+            raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
         db_path = db or default_db(root)
         telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
         options = IndexOptions(

@@ -14,7 +14,8 @@ class InjectedCrash(RuntimeError):
 
 @dataclass
 class FaultPlan:
-    """Crash stage S on its Nth message (counted across restarts), or on every message."""
+    """Crash the actor named S (`writer`, `parser-0`) on its Nth message, counted across
+    restarts, or on every message."""
 
     crash_at: dict[str, set[int]] = field(default_factory=dict)
     always: set[str] = field(default_factory=set)

@@ -37,7 +37,7 @@ class _Stage(SupervisedActor):
     def __init__(self, supervisor: Supervisor, name: str, faults: FaultPlan | None) -> None:
         super().__init__(supervisor, name)
         self._faults = faults
-        self._stage = name.split("-")[0]
+        self._stage = name
 
     def on_receive(self, message: Any) -> Any:
         if self._faults is not None:

@@ -269,7 +269,7 @@ class Store:
             "SELECT DISTINCT ON (embed_hash) embed_hash, embedding FROM chunks "
             "WHERE embed_hash IN (SELECT unnest(?))",
             [list(hashes)],
-        ).fetch_arrow_table()
+        ).to_arrow_table()
         if table.num_rows == 0:
             return {}
         matrix = _vectors(table.column("embedding"))
@@ -278,7 +278,7 @@ class Store:
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
-        table = self.con.execute("SELECT id, embedding FROM chunks ORDER BY id").fetch_arrow_table()
+        table = self.con.execute("SELECT id, embedding FROM chunks ORDER BY id").to_arrow_table()
         ids = table.column("id").to_numpy()
         if table.num_rows == 0:
             return ids, np.zeros((0, 0), dtype=np.float32)

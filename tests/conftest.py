@@ -1,0 +1,78 @@
+"""Shared fixtures: the real model, the real grammar, real DuckDB files in tmp_path."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pykka
+import pytest
+
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.model_files import resolve_model_files
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "bookshelf"
+
+
+@pytest.fixture(scope="session")
+def model() -> OnnxEmbedder:
+    """The real default ONNX model, loaded once (about half a second)."""
+    return OnnxEmbedder(resolve_model_files())
+
+
+@pytest.fixture
+def example_copy(tmp_path: Path) -> Path:
+    """A private copy of the bookshelf example, safe to edit."""
+    dest = tmp_path / "bookshelf"
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".gbr", "build"))
+    return dest
+
+
+@pytest.fixture
+def make_package(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
+    """Write a package from {relative path: content}; gleam.toml is added when missing."""
+
+    def make(files: dict[str, str | bytes], name: str = "pkg") -> Path:
+        root = tmp_path / name
+        root.mkdir(parents=True, exist_ok=True)
+        files = {"gleam.toml": f'name = "{name}"\nversion = "1.0.0"\n', **files}
+        for rel, content in files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content, encoding="utf-8")
+        return root
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No test sees the user's config, and no actor outlives its test."""
+    monkeypatch.setenv("GBR_HOME", str(tmp_path / "gbr-home"))
+    yield
+    pykka.ActorRegistry.stop_all(block=True, timeout=10)
+
+
+SMALL_FILES = (
+    "gleam.toml",
+    "src/bookshelf/ffi.gleam",
+    "src/bookshelf/isbn.gleam",
+    "src/bookshelf/config.gleam",
+    "src/bookshelf/member.gleam",
+    "test/isbn_test.gleam",
+)
+
+
+@pytest.fixture
+def small_example(tmp_path: Path) -> Path:
+    """Five real files of the example (about 90 chunks): quick to index many times."""
+    dest = tmp_path / "small"
+    for rel in SMALL_FILES:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(EXAMPLE / rel, dest / rel)
+    return dest

@@ -1,0 +1,64 @@
+"""Identifier splitting and the texts built for BM25 and for the embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from gbr.core.chunk_text import code_words, embed_text, search_text, split_identifier
+from gbr.core.records import Chunk
+
+
+@pytest.mark.parametrize(
+    ("ident", "words"),
+    [
+        ("map_loop", ["map", "loop"]),
+        ("sendAfter", ["send", "after"]),
+        ("HTTPError", ["http", "error"]),
+        ("isbn13", ["isbn", "13"]),
+        ("LoanError", ["loan", "error"]),
+        ("x", ["x"]),
+    ],
+)
+def test_split_identifier(ident: str, words: list[str]) -> None:
+    assert split_identifier(ident) == words
+
+
+def test_code_words_keeps_whole_identifiers_and_their_parts() -> None:
+    assert code_words("list.map_loop(x)").split() == ["list", "map_loop", "map", "loop", "x"]
+
+
+def chunk(**kw: object) -> Chunk:
+    base = dict(
+        path="src/shelf/loan.gleam",
+        module="shelf/loan",
+        package="shelf",
+        kind="function",
+        name="calculate_fine",
+        signature="pub fn calculate_fine(loan: Loan, today: Int) -> Int",
+        visibility="pub",
+        start_line=3,
+        end_line=9,
+        part=0,
+        parts=1,
+        doc="The fine owed for a late loan. Capped at the book price.",
+        text="pub fn calculate_fine(loan: Loan, today: Int) -> Int {\n  0\n}",
+    )
+    base.update(kw)
+    return Chunk(**base)  # type: ignore[arg-type]
+
+
+def test_search_text_weights_the_name_above_the_body() -> None:
+    body = "pub fn calculate_fine(loan: Loan, today: Int) -> Int {\n  let penalty = 0\n}"
+    words = search_text(chunk(text=body)).split()
+    assert words.count("calculate_fine") >= 3 * words.count("penalty") > 0
+    assert {"calculate", "fine", "shelf", "loan"} <= set(words)
+
+
+def test_embed_text_starts_with_a_header_naming_module_and_function() -> None:
+    first_line = embed_text(chunk()).splitlines()[0]
+    assert "shelf/loan" in first_line and "calculate_fine" in first_line
+
+
+def test_embed_text_of_a_later_part_repeats_the_parent_signature() -> None:
+    text = embed_text(chunk(part=1, parts=2, header="pub fn calculate_fine(loan: Loan) -> Int"))
+    assert "pub fn calculate_fine(loan: Loan) -> Int" in text.splitlines()[2]

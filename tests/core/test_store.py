@@ -1,0 +1,155 @@
+"""The DuckDB store: atomic replace, stale marking, removal, version changes, cache, BM25."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from gbr.core.chunker import CHUNKER_VERSION, chunk_file, new_parser
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import StoreError
+from gbr.core.indexing import embed_chunks
+from gbr.core.records import FileProblem, SourceFile
+from gbr.core.store import Store, StoredChunk
+
+V1 = """/// Add one to a number.
+pub fn increment(x: Int) -> Int {
+  x + 1
+}
+
+pub fn decrement(x: Int) -> Int {
+  x - 1
+}
+"""
+V2 = """/// Multiply a number by two.
+pub fn double(x: Int) -> Int {
+  x * 2
+}
+"""
+
+
+def source(text: str, path: str = "src/calc.gleam") -> SourceFile:
+    data = text.encode()
+    return SourceFile(
+        path=path,
+        module=path.removeprefix("src/").removesuffix(".gleam"),
+        package="calc",
+        content=data,
+        content_hash=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        mtime=0.0,
+    )
+
+
+def stored(src: SourceFile, model: OnnxEmbedder) -> list[StoredChunk]:
+    chunks = chunk_file(src, new_parser(), model.count_tokens)
+    assert isinstance(chunks, list)
+    items, _ = embed_chunks(chunks, model, lambda keys: {})
+    return items
+
+
+@pytest.fixture
+def store(tmp_path: Path, model: OnnxEmbedder) -> Store:
+    s = Store.open(tmp_path / "index.duckdb")
+    assert (
+        s.prepare(model_id=model.model_id, chunker_version=CHUNKER_VERSION, dim=model.dim) is None
+    )
+    return s
+
+
+def names(store: Store, path: str = "src/calc.gleam") -> list[str]:
+    rows = store.con.execute(
+        "SELECT name FROM chunks WHERE path = ? ORDER BY start_line", [path]
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_replace_file_swaps_old_chunks_for_new(store: Store, model: OnnxEmbedder) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    assert names(store) == ["increment", "decrement"]
+    store.replace_file(source(V2), stored(source(V2), model))
+    assert names(store) == ["double"]
+    assert store.file_states()["src/calc.gleam"].content_hash == source(V2).content_hash
+
+
+def test_failed_replace_rolls_back_and_keeps_the_old_version(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    good = stored(source(V2), model)
+    # A vector of the wrong width makes the INSERT fail after the DELETE ran.
+    broken = [StoredChunk(good[0].chunk, "x", 1, "h", np.zeros(7, dtype=np.float32))]
+    with pytest.raises(duckdb.Error):
+        store.replace_file(source(V2), broken)
+    assert names(store) == ["increment", "decrement"]
+    assert store.file_states()["src/calc.gleam"].content_hash == source(V1).content_hash
+
+
+def test_mark_failed_keeps_earlier_chunks_as_stale(store: Store, model: OnnxEmbedder) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    problem = FileProblem("src/calc.gleam", "syntax error at line 2", "parse_failed", line=2)
+    kept = store.mark_failed(problem, source("pub fn (", "src/calc.gleam"))
+    assert kept == 2
+    assert store.counts()["stale_chunks"] == 2
+    [failed] = store.failed_files()
+    assert failed["error"] == "syntax error at line 2"
+    assert failed["stale_chunks"] == 2
+    assert store.file_states()["src/calc.gleam"].status == "failed"
+
+
+def test_remove_files_deletes_chunks_and_file_row(store: Store, model: OnnxEmbedder) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    store.replace_file(source(V2, "src/other.gleam"), stored(source(V2, "src/other.gleam"), model))
+    assert store.remove_files(["src/calc.gleam"]) == 1
+    assert names(store) == []
+    assert set(store.file_states()) == {"src/other.gleam"}
+
+
+def test_model_change_wipes_the_index_and_says_why(store: Store, model: OnnxEmbedder) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    reason = store.prepare(model_id="other-model", chunker_version=CHUNKER_VERSION, dim=model.dim)
+    assert reason is not None and "model id changed" in reason and "other-model" in reason
+    assert store.counts()["chunks"] == 0
+    assert (
+        store.prepare(model_id="other-model", chunker_version=CHUNKER_VERSION, dim=model.dim)
+        is None
+    )
+
+
+def test_chunker_change_forces_reindex(store: Store, model: OnnxEmbedder) -> None:
+    reason = store.prepare(model_id=model.model_id, chunker_version="old", dim=model.dim)
+    assert reason is not None and "chunker version" in reason
+
+
+def test_cached_vectors_returns_stored_vectors_by_text_hash(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    items = stored(source(V1), model)
+    store.replace_file(source(V1), items)
+    found = store.cached_vectors([items[0].embed_hash, "unknown"])
+    assert set(found) == {items[0].embed_hash}
+    np.testing.assert_allclose(found[items[0].embed_hash], items[0].vector, rtol=1e-6)
+
+
+def test_bm25_finds_identifiers_after_refresh(store: Store, model: OnnxEmbedder) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    store.refresh_fulltext()
+    hits = store.bm25("decrement", 5)
+    rows = store.chunk_rows([doc for doc, _ in hits])
+    assert rows[hits[0][0]]["name"] == "decrement"
+
+
+def test_read_only_open_of_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="run `gleambrctl index` first"):
+        Store.open(tmp_path / "nope.duckdb", read_only=True)
+
+
+def test_vectors_are_unit_length(store: Store, model: OnnxEmbedder) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    ids, matrix = store.vectors()
+    assert len(ids) == 2
+    np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
