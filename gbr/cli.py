@@ -131,7 +131,6 @@ def index(
     with _errors(debug):
         from gbr.actors.pipeline import IndexOptions, default_db, run_index
         from gbr.core import telemetry
-
         from gbr.core.errors import ConfigError
 
         root = path.resolve()

@@ -88,8 +88,10 @@ def test_a_child_that_always_crashes_fails_the_run_with_a_clear_error(
         policy=RestartPolicy(max_restarts=3, within_seconds=60),
         timeout=120,
     )
-    with structlog.testing.capture_logs() as events:
-        with pytest.raises(SupervisionError, match="the embedder crashed 4 times") as info:
-            run_index(options, model)
+    with (
+        structlog.testing.capture_logs() as events,
+        pytest.raises(SupervisionError, match="the embedder crashed 4 times") as info,
+    ):
+        run_index(options, model)
     assert "injected crash" in str(info.value)
     assert any(e["event"] == "supervisor_gave_up" for e in events)
