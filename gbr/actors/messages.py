@@ -77,6 +77,7 @@ class FinishRun:
     """Writer: all files are through; refresh the full-text index and checkpoint."""
 
     summary_json: str
+    changed: bool  # False when no file was written, so the full-text index is still current
 
 
 @dataclass(frozen=True, slots=True)

@@ -151,7 +151,13 @@ def run_index(
         summary.restarts = supervisor.restarts
         summary.dead_letters = supervisor.dead_letters
         summary.seconds = time.monotonic() - started
-        writer.ask(FinishRun(json.dumps(summary.as_dict())), timeout=600)
+        changed = bool(summary.files_indexed or summary.files_dropped or summary.files_removed)
+        writer.ask(
+            FinishRun(
+                json.dumps(summary.as_dict()), changed=changed or bool(summary.reindex_reason)
+            ),
+            timeout=600,
+        )
         summary.seconds = time.monotonic() - started
     finally:
         abort.set()

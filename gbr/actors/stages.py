@@ -270,7 +270,8 @@ class WriterActor(_Stage):
             for path in message.paths:
                 self.coordinator.tell(FileDone(path, "removed"))
         elif isinstance(message, FinishRun):
-            store.refresh_fulltext()
+            if message.changed or not store.has_fulltext():
+                store.refresh_fulltext()
             store.set_meta(last_run=message.summary_json)
             store.checkpoint()
         return None

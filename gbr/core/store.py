@@ -250,6 +250,12 @@ class Store:
             f"ignore='{FTS_IGNORE}', strip_accents=1, lower=1)"
         )
 
+    def has_fulltext(self) -> bool:
+        row = self.con.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'fts_main_chunks'"
+        ).fetchone()
+        return bool(row and row[0])
+
     def checkpoint(self) -> None:
         self.con.execute("CHECKPOINT")
 
