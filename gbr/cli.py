@@ -208,6 +208,16 @@ def search(
     query: Annotated[str, typer.Argument(help="Words or an identifier; `-` reads one per line.")],
     k: Annotated[int, typer.Option("-k", "--top", min=1, max=200, help="Hits to show.")] = 10,
     mode: Annotated[str, typer.Option("--mode", help="hybrid, dense or bm25.")] = "hybrid",
+    in_path: Annotated[
+        str | None, typer.Option("--path", help="Only files under this prefix or glob.")
+    ] = None,
+    module: Annotated[
+        str | None, typer.Option("--module", help="Only this module and its submodules.")
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option("--kind", help="Only these kinds (function, type, type_alias, ...)."),
+    ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     model_dir: ModelDirOption = None,
@@ -216,21 +226,25 @@ def search(
     """Search the index: dense vectors and BM25 fused with Reciprocal Rank Fusion."""
     with _errors(debug):
         from gbr.core.errors import ConfigError
-        from gbr.core.search import MODES, Searcher
+        from gbr.core.search import KINDS, MODES, Filter, Searcher
         from gbr.core.store import Store
 
         if mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
+        bad = [k for k in kind or [] if k not in KINDS]
+        if bad:
+            raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
+        where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
         with Store.open(_find_db(db), read_only=True) as store:
             searcher = Searcher(store, _load_model(model_dir))
             if query == "-":
                 for line in sys.stdin:
                     if line.strip():
-                        hits = searcher.search(line.strip(), k=k, mode=mode)  # type: ignore[arg-type]
+                        hits = searcher.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
                         sys.stdout.write(json.dumps(_search_json(line.strip(), mode, hits)) + "\n")
                         sys.stdout.flush()
                 return
-            hits = searcher.search(query, k=k, mode=mode)  # type: ignore[arg-type]
+            hits = searcher.search(query, k, mode, where)  # type: ignore[arg-type]
         if json_out:
             sys.stdout.write(json.dumps(_search_json(query, mode, hits), indent=2) + "\n")
         else:

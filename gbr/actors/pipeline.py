@@ -16,6 +16,7 @@ from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import FileDone, FinishRun, ScanTree
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
 from gbr.actors.supervisor import RestartPolicy, Supervisor
+from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError, SupervisionError
@@ -37,6 +38,7 @@ class IndexOptions:
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     faults: FaultPlan | None = None
     timeout: float | None = None  # seconds; None waits as long as work progresses
+    embed_format: str = DEFAULT_EMBED_FORMAT
 
 
 def default_db(root: Path) -> Path:
@@ -56,7 +58,10 @@ def run_index(
     summary = IndexSummary(root=str(root), db=str(options.db))
     with Store.open(options.db) as store:
         summary.reindex_reason = store.prepare(
-            model_id=model.model_id, chunker_version=CHUNKER_VERSION, dim=model.dim
+            model_id=model.model_id,
+            chunker_version=CHUNKER_VERSION,
+            dim=model.dim,
+            embed_format=options.embed_format,
         )
         _check_root(store, root, options.db)
         states = store.file_states()
@@ -106,6 +111,7 @@ def run_index(
                 open_store=open_store,
                 writer=writer,
                 batch_chunks=options.batch_chunks,
+                embed_format=options.embed_format,
                 faults=faults,
             ),
         )

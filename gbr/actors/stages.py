@@ -164,11 +164,12 @@ class EmbedderActor(_Stage):
         open_store: StoreFactory,
         writer: ChildRef,
         batch_chunks: int = 64,
+        embed_format: str = "header",
         faults: FaultPlan | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
-        self.batch_chunks = batch_chunks
+        self.batch_chunks, self.embed_format = batch_chunks, embed_format
         self._pending: list[FileParsed] = []
         self._store: Store | None = None
 
@@ -202,7 +203,9 @@ class EmbedderActor(_Stage):
             return
         assert self._store is not None
         chunks = [c for p in self._pending for c in p.chunks]
-        stored, cached = embed_chunks(chunks, self.model, self._store.cached_vectors)
+        stored, cached = embed_chunks(
+            chunks, self.model, self._store.cached_vectors, self.embed_format
+        )
         batch, self._pending = self._pending, []
         offset = 0
         for parsed in batch:

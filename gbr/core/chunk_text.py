@@ -36,8 +36,13 @@ def context_header(chunk: Chunk) -> str:
     return f"{head}\n{doc_line}" if doc_line else head
 
 
-def embed_text(chunk: Chunk) -> str:
-    parts = [context_header(chunk)]
+EMBED_FORMATS = ("header", "plain")
+DEFAULT_EMBED_FORMAT = "header"
+
+
+def embed_text(chunk: Chunk, embed_format: str = DEFAULT_EMBED_FORMAT) -> str:
+    """The code, after a line naming module, kind, name and signature unless format is plain."""
+    parts = [context_header(chunk)] if embed_format == "header" else []
     if chunk.header:
         parts.append(chunk.header)
     parts.append(chunk.text)

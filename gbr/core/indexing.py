@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gbr.core.chunk_text import embed_text, search_text
+from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_text, search_text
 from gbr.core.embedder import Embedder
 from gbr.core.records import Chunk
 from gbr.core.store import StoredChunk
@@ -21,10 +21,13 @@ def embed_key(model_id: str, text: str) -> str:
 
 
 def embed_chunks(
-    chunks: Sequence[Chunk], embedder: Embedder, cached: VectorLookup
+    chunks: Sequence[Chunk],
+    embedder: Embedder,
+    cached: VectorLookup,
+    embed_format: str = DEFAULT_EMBED_FORMAT,
 ) -> tuple[list[StoredChunk], list[bool]]:
     """Stored chunks in input order, and for each whether its vector came from the cache."""
-    texts = [embed_text(c) for c in chunks]
+    texts = [embed_text(c, embed_format) for c in chunks]
     keys = [embed_key(embedder.model_id, t) for t in texts]
     known = cached(sorted(set(keys)))
     missing = [i for i, key in enumerate(keys) if key not in known]

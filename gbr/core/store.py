@@ -128,7 +128,9 @@ class Store:
             self.con.execute("DELETE FROM meta WHERE key = ?", [key])
             self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
-    def prepare(self, *, model_id: str, chunker_version: str, dim: int) -> str | None:
+    def prepare(
+        self, *, model_id: str, chunker_version: str, dim: int, embed_format: str = "header"
+    ) -> str | None:
         """Make the tables ready for this model and chunker; wipe them if either changed.
 
         Returns why everything is re-indexed, or None when the existing index is reusable.
@@ -138,6 +140,7 @@ class Store:
             "model_id": model_id,
             "chunker_version": chunker_version,
             "dim": str(dim),
+            "embed_format": embed_format,
         }
         have = self.meta()
         reason = None
@@ -290,20 +293,32 @@ class Store:
             return ids, np.zeros((0, 0), dtype=np.float32)
         return ids, _vectors(table.column("embedding"))
 
-    def bm25(self, query: str, limit: int) -> list[tuple[int, float]]:
+    def bm25(
+        self, query: str, limit: int, where: str = "true", params: Sequence[object] = ()
+    ) -> list[tuple[int, float]]:
+        """Best BM25 matches among the chunks that satisfy `where` (SQL over chunks)."""
         if not query.strip():
             return []
         try:
             rows = self.con.execute(
                 "SELECT id, score FROM (SELECT id, fts_main_chunks.match_bm25(id, ?) AS score "
-                "FROM chunks) WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT ?",
-                [query, limit],
+                f"FROM chunks WHERE {where}) WHERE score IS NOT NULL "
+                "ORDER BY score DESC, id LIMIT ?",
+                [query, *params, limit],
             ).fetchall()
         except duckdb.CatalogException as exc:
             raise StoreError(
                 "the full-text index is missing; run `gleambrctl index` to rebuild it"
             ) from exc
         return [(int(i), float(s)) for i, s in rows]
+
+    def ids_where(self, where: str, params: Sequence[object]) -> list[int]:
+        return [
+            r[0]
+            for r in self.con.execute(
+                f"SELECT id FROM chunks WHERE {where}", list(params)
+            ).fetchall()
+        ]
 
     def chunk_rows(self, ids: Sequence[int]) -> dict[int, dict[str, Any]]:
         if not ids:
