@@ -168,7 +168,7 @@ def run_index(
     finally:
         abort.set()
         supervisor.stop_all()
-        coordinator.stop()
+        coordinator.stop(block=True)
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
 

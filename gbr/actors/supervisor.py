@@ -187,13 +187,14 @@ class Supervisor:
         if self.on_give_up is not None:
             self.on_give_up(child.name, error)
 
-    def stop_all(self) -> None:
+    def stop_all(self, timeout: float = 30.0) -> None:
+        """Stop children last-started first, waiting for each `on_stop` (it closes the DB)."""
         for child in reversed(self._children):
             ref = child.actor_ref
-            child.stop()
+            child._ref = None
             if ref is not None:
-                with contextlib.suppress(AttributeError):
-                    ref.actor_stopped.wait(5)
+                with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
+                    ref.stop(block=True, timeout=timeout)
 
 
 def _drain(dead: pykka.ActorRef[Any]) -> list[Any]:

@@ -49,8 +49,16 @@ def embed_text(chunk: Chunk, embed_format: str = DEFAULT_EMBED_FORMAT) -> str:
     return "\n".join(parts)
 
 
-def search_text(chunk: Chunk) -> str:
-    """Names and signature are repeated so that BM25 weighs them above body words."""
+SEARCH_TEXT_VARIANTS = ("weighted", "plain")
+
+
+def search_text(chunk: Chunk, variant: str = "weighted") -> str:
+    """Names and signature are repeated so that BM25 weighs them above body words.
+
+    `plain` (no repetition, no doc, no module) is kept for the eval harness to compare.
+    """
+    if variant == "plain":
+        return code_words(chunk.text)
     name_words = code_words(chunk.name)
     module_words = code_words(chunk.module.replace("/", " "))
     sig_words = code_words(chunk.signature)

@@ -4,7 +4,12 @@ Each top-level definition becomes one chunk, with the `///` doc, `//` comments a
 `@attributes` directly above it. A definition too large for the embedding window is split
 at the boundaries of its children (the statements of a function body, the constructors of
 a type), never inside one, and each later part carries the parent's signature as a header.
-The parts of a node cover its lines exactly once, so no source line is lost or doubled.
+The parts of a node cover its lines exactly once, and no line is in two chunks, so no
+source line is lost or doubled.
+
+Positions from tree-sitter are rows and *byte* columns; text is always cut from the bytes,
+and rows are split on `\\n` only, as tree-sitter counts them (`str.splitlines` would also
+split on form feeds and U+2028 and shift every later line).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from tree_sitter import Node, Parser
 from gbr.core.records import Chunk, ChunkKind, FileProblem, SourceFile
 
 # Bump when the chunks produced for the same source change: the store then re-indexes.
-CHUNKER_VERSION = "3"
+CHUNKER_VERSION = "4"
 
 TokenCounter = Callable[[str], int]
 
@@ -30,9 +35,18 @@ _DEFINITIONS: dict[str, ChunkKind] = {
     "external_type": "external_type",
     "external_function": "function",
 }
+_COMMENTS = {"statement_comment", "comment"}
 # Nodes that glue onto the definition below them.
-_LEADING = {"statement_comment", "comment", "attribute"}
+_LEADING = {*_COMMENTS, "attribute"}
+# Everything else at the top level is something the compiler would reject; the grammar
+# is lenient and parses stray expressions there without an ERROR node.
+_TOP_LEVEL = {*_DEFINITIONS, *_LEADING, "import", "module_comment"}
+_OPENERS = {"(", "[", "{", "#(", "<<"}
+_CLOSERS = {")", "]", "}", ">>"}
 _SIGNATURE_LIMIT = 240
+# Strings and comments, or else a character Gleam never allows outside them.
+_NON_ASCII_CODE = re.compile(r'"(?:[^"\\]|\\.)*"?|//[^\n]*|(?P<bad>[^\x00-\x7f])')
+_BOM = b"\xef\xbb\xbf"
 
 
 def new_parser() -> Parser:
@@ -49,6 +63,25 @@ class ChunkLimits:
     max_tokens: int = 254  # 256 minus [CLS] and [SEP]
 
 
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """The decoded source, by rows as tree-sitter counts them, and its bytes."""
+
+    content: bytes
+    lines: list[str]
+
+    def of(self, node: Node) -> str:
+        return self.content[node.start_byte : node.end_byte].decode("utf-8", "replace")
+
+    def rows(self, first: int, last: int) -> str:
+        return "\n".join(self.lines[first : last + 1])
+
+    def column(self, row: int, byte_column: int) -> int:
+        """1-based column in characters, which is what an editor shows."""
+        line = self.lines[row] if row < len(self.lines) else ""
+        return len(line.encode("utf-8")[:byte_column].decode("utf-8", "replace")) + 1
+
+
 def chunk_file(
     source: SourceFile,
     parser: Parser,
@@ -60,74 +93,193 @@ def chunk_file(
         text = source.content.decode("utf-8")
     except UnicodeDecodeError as exc:
         return invalid_utf8_problem(source.path, source.content, exc)
-    tree = parser.parse(source.content)
-    root = tree.root_node
+    # A byte order mark is not Gleam; drop it before parsing so that offsets stay aligned.
+    content = source.content.removeprefix(_BOM)
+    text = text.removeprefix("\ufeff")
+    src = _Text(content, [line.removesuffix("\r") for line in text.split("\n")])
+    root = parser.parse(content).root_node
     if root.has_error:
-        return _syntax_problem(source.path, root, text)
-    lines = text.splitlines()
-    return list(_chunks(root, lines, source, count_tokens, limits))
+        return _non_ascii_problem(source.path, text, src, root) or _syntax_problem(
+            source.path, root, src
+        )
+    nodes = _top_level(root)
+    stray = next((n for n in nodes if n.type not in _TOP_LEVEL), None)
+    if stray is not None:
+        return _stray_problem(source.path, stray, src)
+    return list(_chunks(nodes, src, source, count_tokens, limits))
 
 
 def invalid_utf8_problem(path: str, content: bytes, exc: UnicodeDecodeError) -> FileProblem:
+    line_start = content.rfind(b"\n", 0, exc.start) + 1
     line = content.count(b"\n", 0, exc.start) + 1
+    column = len(content[line_start : exc.start].decode("utf-8", "replace")) + 1
+    line_end = content.find(b"\n", exc.start)
+    excerpt = content[line_start : line_end if line_end >= 0 else len(content)]
     return FileProblem(
         path=path,
         kind="invalid_utf8",
-        reason=f"invalid UTF-8 at byte {exc.start} (line {line}); save the file as UTF-8",
+        reason=(
+            f"invalid UTF-8 at byte {exc.start} (line {line}, column {column}); "
+            "save the file as UTF-8"
+        ),
         line=line,
+        column=column,
+        excerpt=excerpt.decode("utf-8", "replace").strip()[:80],
     )
 
 
-def _syntax_problem(path: str, root: Node, text: str) -> FileProblem:
-    bad = _first_error(root) or root
-    row, col = bad.start_point.row, bad.start_point.column
-    lines = text.splitlines()
-    excerpt = lines[row].strip()[:80] if row < len(lines) else ""
+def _top_level(root: Node) -> list[Node]:
+    """The root's children, with the definitions of old `if erlang { ... }` groups inlined."""
+    nodes: list[Node] = []
+    for node in root.children:
+        if node.type == "target_group":
+            nodes.extend(c for c in node.named_children if c.type != "target")
+        else:
+            nodes.append(node)
+    return nodes
+
+
+def _syntax_problem(path: str, root: Node, src: _Text) -> FileProblem:
+    outer = _first_error(root) or root
+    bad = outer
+    # An ERROR node can wrap everything from an unclosed `{` to the end of the file; the
+    # error nested inside it is where the parser got stuck, which is where to look.
+    while bad.is_error:
+        nested = _first_error_below(bad)
+        if nested is None:
+            break
+        bad = nested
+    row = bad.start_point.row
+    col = src.column(row, bad.start_point.column)
+    excerpt = src.lines[row].strip()[:80] if row < len(src.lines) else ""
     what = f"missing {bad.type!r}" if bad.is_missing else "syntax error"
+    reason = f"{what} at line {row + 1}, column {col}: {excerpt!r}"
+    # A bracket left loose in the wrapping ERROR was never closed: name the outermost one.
+    openers = (c for c in outer.children if c.type in _OPENERS and c.end_byte <= bad.start_byte)
+    opener = next(openers, None) if outer is not bad else None
+    if opener is not None:
+        o_row = opener.start_point.row
+        o_col = src.column(o_row, opener.start_point.column)
+        reason += f" (inside the {opener.type!r} at line {o_row + 1}, column {o_col}; unclosed?)"
     return FileProblem(
         path=path,
         kind="parse_failed",
-        reason=f"{what} at line {row + 1}, column {col + 1}: {excerpt!r}",
+        reason=reason,
         line=row + 1,
-        column=col + 1,
+        column=col,
+        excerpt=excerpt,
+    )
+
+
+def _non_ascii_problem(path: str, text: str, src: _Text, root: Node) -> FileProblem | None:
+    """A non-ASCII letter in a name (`fn café`) derails the grammar into an ERROR that
+    starts at the definition's first column; the letter itself is the place to look."""
+    bad = next((m for m in _NON_ASCII_CODE.finditer(text) if m.group("bad")), None)
+    if bad is None:
+        return None
+    error = _first_error(root) or root
+    offset = len(text[: bad.start()].encode("utf-8"))
+    if offset >= max(error.end_byte, error.start_byte + 1):
+        return None  # the grammar's error comes first
+    row = text.count("\n", 0, bad.start())
+    col = bad.start() - (text.rfind("\n", 0, bad.start()) + 1) + 1
+    excerpt = src.lines[row].strip()[:80]
+    return FileProblem(
+        path=path,
+        kind="parse_failed",
+        reason=(
+            f"syntax error at line {row + 1}, column {col}: non-ASCII character "
+            f"{bad.group()!r} outside a string or comment: {excerpt!r}"
+        ),
+        line=row + 1,
+        column=col,
         excerpt=excerpt,
     )
 
 
 def _first_error(node: Node) -> Node | None:
     """The earliest ERROR or missing node, which is where a person should look."""
-    if node.type == "ERROR" or node.is_missing:
+    if node.is_error or node.is_missing:
         return node
+    found = _first_error_below(node)
+    if found is not None:
+        return found
+    # A missing token the grammar inlines leaves only `has_error` on its parent.
+    return node if node.has_error else None
+
+
+def _first_error_below(node: Node) -> Node | None:
     for child in node.children:
-        if child.has_error or child.is_missing:
-            found = _first_error(child)
-            if found is not None:
-                return found
+        if child.is_error or child.is_missing:
+            return child
+        if child.has_error:
+            return _first_error(child)
     return None
 
 
+def _stray_problem(path: str, node: Node, src: _Text) -> FileProblem:
+    row = node.start_point.row
+    col = src.column(row, node.start_point.column)
+    excerpt = src.lines[row].strip()[:80]
+    return FileProblem(
+        path=path,
+        kind="parse_failed",
+        reason=(
+            f"syntax error at line {row + 1}, column {col}: {excerpt!r} "
+            "(only imports, definitions and comments may stand at the top level)"
+        ),
+        line=row + 1,
+        column=col,
+        excerpt=excerpt,
+    )
+
+
+@dataclass(slots=True)
+class _Group:
+    """One definition (or several sharing a line), with the lines glued above it."""
+
+    nodes: list[Node]
+    leading: list[Node]
+    start: int  # 0-based rows, inclusive
+    end: int
+
+
 def _chunks(
-    root: Node,
-    lines: list[str],
+    nodes: list[Node],
+    src: _Text,
     source: SourceFile,
     count_tokens: TokenCounter,
     limits: ChunkLimits,
 ) -> Iterator[Chunk]:
-    children = root.children
-    first_def = next((i for i, n in enumerate(children) if n.type in _DEFINITIONS), None)
-    yield from _module_chunk(children[:first_def], lines, source)
+    first_def = next((i for i, n in enumerate(nodes) if n.type in _DEFINITIONS), len(nodes))
+    first_row = nodes[first_def].start_point.row if first_def < len(nodes) else None
+    module_span = _module_span(nodes[:first_def], first_row)
+    if module_span is not None:
+        yield from _module_chunks(module_span, src, source, count_tokens, limits)
+    covered = _end_row(module_span[-1]) if module_span else -1  # last row already chunked
 
+    groups: list[_Group] = []
     leading: list[Node] = []
-    for node in children:
+    for node in nodes:
         if node.type in _LEADING:
             leading.append(node)
             continue
         if node.type not in _DEFINITIONS:
             leading = []  # an import or module comment breaks the glue
             continue
-        attached = _contiguous_above(leading, node)
+        # A comment that ends the previous chunk's last line stays with that chunk.
+        attached = [n for n in _contiguous_above(leading, node) if n.start_point.row > covered]
         leading = []
-        yield from _definition_chunks(node, attached, lines, source, count_tokens, limits)
+        if groups and node.start_point.row <= groups[-1].end:
+            # Two definitions on one line: one chunk, since a line is never split.
+            groups[-1].nodes.append(node)
+            groups[-1].end = max(groups[-1].end, _end_row(node))
+        else:
+            start = attached[0].start_point.row if attached else node.start_point.row
+            groups.append(_Group([node], attached, start, _end_row(node)))
+        covered = groups[-1].end
+    for group in groups:
+        yield from _definition_chunks(group, src, source, count_tokens, limits)
 
 
 def _contiguous_above(leading: list[Node], node: Node) -> list[Node]:
@@ -149,59 +301,91 @@ def _end_row(node: Node) -> int:
     return end.row - 1 if end.column == 0 and end.row > node.start_point.row else end.row
 
 
-def _module_chunk(head: Sequence[Node], lines: list[str], source: SourceFile) -> Iterator[Chunk]:
-    """The module doc and imports, so that "what does module X do" has a chunk to find."""
-    if not any(n.type in ("module_comment", "import") for n in head):
-        return
-    # Leading comments of the first definition belong to it, not to the module chunk.
-    while head and head[-1].type in _LEADING:
-        head = head[:-1]
-    if not head:
-        return
-    start, end = head[0].start_point.row, _end_row(head[-1])
-    doc = " ".join(
-        _comment_text(n, lines, "////") for n in head if n.type == "module_comment"
-    ).strip()
-    yield Chunk(
-        path=source.path,
-        module=source.module,
-        package=source.package,
-        kind="module",
-        name=source.module,
-        signature=f"module {source.module}",
-        visibility="pub",
-        start_line=start + 1,
-        end_line=end + 1,
-        part=0,
-        parts=1,
-        doc=doc,
-        text="\n".join(lines[start : end + 1]),
-    )
+def _module_span(head: Sequence[Node], first_def_row: int | None) -> list[Node] | None:
+    """The module doc and imports above the first definition, if there are any."""
+    nodes = list(head)
+    # Leading comments of the first definition belong to it, not to the module chunk, and
+    # so does a line it shares with an import.
+    while nodes and (
+        nodes[-1].type in _LEADING
+        or (first_def_row is not None and _end_row(nodes[-1]) >= first_def_row)
+    ):
+        nodes.pop()
+    if not any(n.type in ("module_comment", "import") for n in nodes):
+        return None
+    return nodes
 
 
-def _comment_text(node: Node, lines: list[str], marker: str) -> str:
-    row = node.start_point.row
-    return lines[row].strip().removeprefix(marker).strip() if row < len(lines) else ""
-
-
-def _definition_chunks(
-    node: Node,
-    leading: list[Node],
-    lines: list[str],
+def _module_chunks(
+    head: list[Node],
+    src: _Text,
     source: SourceFile,
     count_tokens: TokenCounter,
     limits: ChunkLimits,
 ) -> Iterator[Chunk]:
+    """The module doc and imports, so that "what does module X do" has a chunk to find."""
+    start, end = head[0].start_point.row, _end_row(head[-1])
+    doc = _doc(head, src, "module_comment", "////")
+    signature = f"module {source.module}"
+    spans = [(start, end)]
+    if count_tokens(src.rows(start, end)) > limits.max_tokens:
+        # Cut between paragraphs of the module doc and between imports.
+        paragraphs: list[list[Node]] = []
+        for i, n in enumerate(head):
+            if i == 0 or _blank_module_comment(head[i - 1], src) or n.type != "module_comment":
+                paragraphs.append([n])
+            else:
+                paragraphs[-1].append(n)
+        ranges = [(p[0].start_point.row, _end_row(p[-1])) for p in paragraphs]
+        units = _units(ranges, start, end)
+        spans = _pack(units, src, count_tokens, _budget(signature, count_tokens, limits))
+    for part, (first, last) in enumerate(spans):
+        yield Chunk(
+            path=source.path,
+            module=source.module,
+            package=source.package,
+            kind="module",
+            name=source.module,
+            signature=signature,
+            visibility="pub",
+            start_line=first + 1,
+            end_line=last + 1,
+            part=part,
+            parts=len(spans),
+            doc=doc,
+            text=src.rows(first, last),
+            header=signature if part > 0 else "",
+        )
+
+
+def _blank_module_comment(node: Node, src: _Text) -> bool:
+    return node.type == "module_comment" and not _comment_text(node, src, "////")
+
+
+def _comment_text(node: Node, src: _Text, marker: str) -> str:
+    return src.of(node).strip().removeprefix(marker).strip()
+
+
+def _doc(nodes: Sequence[Node], src: _Text, node_type: str, marker: str) -> str:
+    """The text of the doc comments, markers stripped, on one line."""
+    texts = (_comment_text(n, src, marker) for n in nodes if n.type == node_type)
+    return " ".join(t for t in texts if t)
+
+
+def _definition_chunks(
+    group: _Group,
+    src: _Text,
+    source: SourceFile,
+    count_tokens: TokenCounter,
+    limits: ChunkLimits,
+) -> Iterator[Chunk]:
+    node = group.nodes[0]
     kind = _DEFINITIONS[node.type]
-    start = leading[0].start_point.row if leading else node.start_point.row
-    end = _end_row(node)
-    name = _name(node, lines)
-    signature = _signature(node, lines)
-    doc = " ".join(
-        _comment_text(n, lines, "///") for n in leading if n.type == "statement_comment"
-    ).strip()
+    name = _name(node, src)
+    signature = _signature(node, src)
+    doc = _doc(group.leading, src, "statement_comment", "///")
     visibility = "pub" if any(c.type == "visibility_modifier" for c in node.children) else "private"
-    spans = _split_spans(node, start, end, lines, signature, count_tokens, limits)
+    spans = _split_spans(group, src, signature, count_tokens, limits)
     for part, (first, last) in enumerate(spans):
         yield Chunk(
             path=source.path,
@@ -216,68 +400,96 @@ def _definition_chunks(
             part=part,
             parts=len(spans),
             doc=doc,
-            text="\n".join(lines[first : last + 1]),
+            text=src.rows(first, last),
             header=signature if part > 0 else "",
         )
 
 
-def _name(node: Node, lines: list[str]) -> str:
+def _name(node: Node, src: _Text) -> str:
     named = node.child_by_field_name("name")
-    if named is None:
-        type_name = next((c for c in node.children if c.type == "type_name"), None)
+    if named is None or named.type == "type_name":
+        type_name = named or next((c for c in node.children if c.type == "type_name"), None)
         if type_name is not None:
             named = next((c for c in type_name.children if c.type == "type_identifier"), type_name)
     if named is None:
         return "?"
-    return _node_text(named, lines)
+    return src.of(named)
 
 
-def _node_text(node: Node, lines: list[str]) -> str:
-    (r0, c0), (r1, c1) = node.start_point, node.end_point
-    if r0 == r1:
-        return lines[r0][c0:c1]
-    return "\n".join([lines[r0][c0:], *lines[r0 + 1 : r1], lines[r1][:c1]])
-
-
-def _signature(node: Node, lines: list[str]) -> str:
-    """The node's text up to its body, on one line: what a person reads first."""
+def _signature(node: Node, src: _Text) -> str:
+    """The node's text up to its body, on one line, as `gleam format` would write it."""
     body = node.child_by_field_name("body")
     if body is None and node.type == "type_definition":
         body = next((c for c in node.children if c.type == "{"), None)
-    if body is not None:
-        (r0, c0), (r1, c1) = node.start_point, body.start_point
-        parts = [lines[r0][c0:]] if r0 != r1 else [lines[r0][c0:c1]]
-        if r1 != r0:
-            parts += [*lines[r0 + 1 : r1], lines[r1][:c1]]
-        text = " ".join(parts)
-    else:
-        text = _node_text(node, lines)
-    text = re.sub(r"\s+", " ", text).strip()
-    text = re.sub(r"\( ", "(", re.sub(r" \)", ")", text)).removesuffix(",")
-    if len(text) > _SIGNATURE_LIMIT:
-        text = text[: _SIGNATURE_LIMIT - 1] + "…"
-    return text
+    stop = body.start_byte if body is not None else node.end_byte
+    tokens = list(_tokens(node, stop, src))
+    out: list[str] = []
+    for i, (text, gap) in enumerate(tokens):
+        following = tokens[i + 1][0] if i + 1 < len(tokens) else ""
+        if text == "," and following in _CLOSERS:
+            continue  # the trailing comma of a parameter list written one per line
+        if out and gap and out[-1] not in _OPENERS and text not in _CLOSERS and text != ",":
+            out.append(" ")
+        out.append(text)
+    signature = "".join(out)
+    if len(signature) > _SIGNATURE_LIMIT:
+        signature = signature[: _SIGNATURE_LIMIT - 1] + "…"
+    return signature
+
+
+def _tokens(node: Node, stop: int, src: _Text) -> Iterator[tuple[str, bool]]:
+    """The leaf tokens of node that start before byte `stop`, comments left out, each with
+    whether whitespace stood before it. A string literal is one token, kept verbatim."""
+    prev_end: int | None = None
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.start_byte >= stop or current.type in _COMMENTS:
+            continue
+        if current.child_count and current.type != "string":
+            stack.extend(reversed(current.children))
+            continue
+        text = src.of(current)
+        if not text:
+            continue
+        gap = prev_end is not None and current.start_byte > prev_end
+        prev_end = current.end_byte
+        yield " ".join(text.split("\n")) if current.type == "string" else text, gap
 
 
 def _split_spans(
-    node: Node,
-    start: int,
-    end: int,
-    lines: list[str],
+    group: _Group,
+    src: _Text,
     signature: str,
     count_tokens: TokenCounter,
     limits: ChunkLimits,
 ) -> list[tuple[int, int]]:
     """Line spans (0-based, inclusive) of the parts: one span unless the node is too big."""
-    whole = "\n".join(lines[start : end + 1])
-    if count_tokens(whole) <= limits.max_tokens:
+    start, end = group.start, group.end
+    if count_tokens(src.rows(start, end)) <= limits.max_tokens:
         return [(start, end)]
-    items = _split_children(node)
-    if len(items) < 2:
+    items = [c for n in group.nodes for c in _split_children(n) if c.type not in _COMMENTS]
+    groups = _row_groups(items)
+    if len(groups) < 2:
         return [(start, end)]  # one indivisible child: keep it whole, the embedder truncates
-    units = _units(items, start, end)
-    unit_tokens = [count_tokens("\n".join(lines[a : b + 1])) for a, b in units]
-    budget = max(limits.max_tokens - count_tokens(signature), limits.max_tokens // 2)
+    units = _units(groups, start, end)
+    return _pack(units, src, count_tokens, _budget(signature, count_tokens, limits))
+
+
+def _budget(signature: str, count_tokens: TokenCounter, limits: ChunkLimits) -> int:
+    """Tokens left for a part's text once the signature header is repeated above it."""
+    return max(limits.max_tokens - count_tokens(signature), limits.max_tokens // 2)
+
+
+def _pack(
+    units: list[tuple[int, int]], src: _Text, count_tokens: TokenCounter, budget: int
+) -> list[tuple[int, int]]:
+    """Greedily merge neighbouring units while they fit the budget.
+
+    Tokens of whole lines add up: the tokenizer splits on whitespace, and units meet at
+    line breaks.
+    """
+    unit_tokens = [count_tokens(src.rows(a, b)) for a, b in units]
     spans: list[tuple[int, int]] = []
     cur_start, cur_end, cur_tokens = units[0][0], units[0][1], unit_tokens[0]
     for (a, b), tokens in zip(units[1:], unit_tokens[1:], strict=True):
@@ -301,13 +513,8 @@ def _split_children(node: Node) -> list[Node]:
     return []
 
 
-def _units(items: list[Node], start: int, end: int) -> list[tuple[int, int]]:
-    """Contiguous line ranges covering start..end, one per group of children.
-
-    Children that share a line are one unit, since a cut between them would cut a line.
-    Lines between children (blank lines, comments) go with the child below them; the
-    node's head goes with the first child and its closing lines with the last.
-    """
+def _row_groups(items: list[Node]) -> list[tuple[int, int]]:
+    """Row ranges of the items, those sharing a row merged, since a cut never splits a line."""
     groups: list[list[int]] = []
     for item in items:
         first, last = item.start_point.row, _end_row(item)
@@ -315,6 +522,15 @@ def _units(items: list[Node], start: int, end: int) -> list[tuple[int, int]]:
             groups[-1][1] = max(groups[-1][1], last)
         else:
             groups.append([first, last])
+    return [(a, b) for a, b in groups]
+
+
+def _units(groups: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """Contiguous line ranges covering start..end, one per group of children.
+
+    Lines between children (blank lines, comments) go with the child below them; the
+    node's head goes with the first child and its closing lines with the last.
+    """
     units: list[tuple[int, int]] = []
     cursor = start
     for i, (_, last) in enumerate(groups):

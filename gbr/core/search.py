@@ -1,4 +1,8 @@
-"""Hybrid retrieval: dense cosine and BM25 rankings fused with Reciprocal Rank Fusion."""
+"""Hybrid retrieval: dense cosine and BM25 rankings, fused.
+
+Two fusions are offered: Reciprocal Rank Fusion and a convex combination of normalised
+scores. The default is whichever scored best on our eval sets (see bench/eval.py).
+"""
 
 from __future__ import annotations
 
@@ -65,25 +69,59 @@ def looks_like_code(query: str) -> bool:
     return len(words) == 1 and bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", words[0]))
 
 
+FusionMethod = Literal["cc", "rrf"]
+FUSION_METHODS: tuple[FusionMethod, ...] = ("cc", "rrf")
+
+
 @dataclass(frozen=True, slots=True)
 class Fusion:
-    """How the two rankings are fused; the defaults are the best on our dev set."""
+    """How the dense and BM25 rankings become one; defaults chosen on the dev set.
 
-    rrf_k: int = RRF_K
+    `alpha` is the share of the dense ranking (BM25 gets 1 - alpha): the weight of each
+    list in RRF, or the mixing factor of the convex combination of min-max normalised
+    scores (cc). Identifier-like queries use `code_alpha` instead, leaning on BM25.
+    """
+
+    method: FusionMethod = "cc"
+    alpha: float = 0.7
+    code_alpha: float = 0.5
     depth: int = 50  # candidates taken from each ranking
-    dense_weight: float = 1.0
-    bm25_weight: float = 1.0
-    # Extra weight on BM25 for identifier-like queries and on vectors for sentences.
-    code_bm25_weight: float | None = None
-    prose_dense_weight: float | None = None
+    rrf_k: int = RRF_K
 
     def weights(self, query: str) -> dict[str, float]:
-        dense, bm25 = self.dense_weight, self.bm25_weight
-        if looks_like_code(query):
-            bm25 = self.code_bm25_weight if self.code_bm25_weight is not None else bm25
-        else:
-            dense = self.prose_dense_weight if self.prose_dense_weight is not None else dense
-        return {"dense": dense, "bm25": bm25}
+        alpha = self.code_alpha if looks_like_code(query) else self.alpha
+        return {"dense": alpha, "bm25": 1.0 - alpha}
+
+    def fuse(self, query: str, rankings: Mapping[str, Sequence[tuple[int, float]]]) -> Ranked:
+        weights = self.weights(query)
+        if self.method == "rrf":
+            ids = {name: [doc for doc, _ in ranking] for name, ranking in rankings.items()}
+            return rrf(ids, k=self.rrf_k, weights=weights)
+        return convex(rankings, weights)
+
+
+Ranked = list[tuple[int, float]]
+
+
+def convex(
+    rankings: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float]
+) -> Ranked:
+    """Sum of weight x score, each list's scores min-max scaled to [0, 1] (absent = 0).
+
+    Unlike RRF it keeps how far apart the scores are, so a clear dense winner is not
+    dragged down by a noisy BM25 list. A one-item list scales its item to 1.
+    """
+    fused: dict[int, float] = {}
+    for name, ranking in rankings.items():
+        if not ranking:
+            continue
+        scores = [s for _, s in ranking]
+        hi, lo = max(scores), min(scores)
+        weight = weights.get(name, 1.0)
+        for doc, s in ranking:
+            scaled = (s - lo) / (hi - lo) if hi > lo else 1.0
+            fused[doc] = fused.get(doc, 0.0) + weight * scaled
+    return sorted(fused.items(), key=lambda item: -item[1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +207,10 @@ class Searcher:
             return self.bm25(query, depth, where)
         if mode == "hybrid":
             rankings = {
-                "dense": [doc for doc, _ in self.dense(query, depth, where)],
-                "bm25": [doc for doc, _ in self.bm25(query, depth, where)],
+                "dense": self.dense(query, depth, where),
+                "bm25": self.bm25(query, depth, where),
             }
-            return rrf(rankings, k=self.fusion.rrf_k, weights=self.fusion.weights(query))
+            return self.fusion.fuse(query, rankings)
         raise ConfigError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
 
     def search(

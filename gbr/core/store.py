@@ -23,11 +23,24 @@ from gbr.core.errors import StoreError
 from gbr.core.records import Chunk, FileProblem, SourceFile
 
 SCHEMA_VERSION = "1"
-# Word characters for the full-text tokenizer: underscores and digits stay, so `map_loop`
-# and `isbn13` survive whole next to the split words that search_text adds.
-FTS_IGNORE = r"(\.|[^a-z0-9_])+"
-FTS_STEMMER = "porter"
-FTS_STOPWORDS = "english"
+
+
+@dataclass(frozen=True, slots=True)
+class FtsConfig:
+    """How DuckDB's full-text index tokenizes `search_text` (chosen on the dev set)."""
+
+    stemmer: str = "porter"
+    stopwords: str = "english"
+    # Word characters: underscores and digits stay, so `map_loop` and `isbn13` survive
+    # whole next to the split words that search_text adds.
+    ignore: str = r"(\.|[^a-z0-9_])+"
+
+    def pragma(self) -> str:
+        return (
+            "PRAGMA create_fts_index('chunks', 'id', 'search_text', overwrite=1, "
+            f"stemmer='{self.stemmer}', stopwords='{self.stopwords}', "
+            f"ignore='{self.ignore}', strip_accents=1, lower=1)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,13 +258,9 @@ class Store:
                 self.con.execute("DELETE FROM files WHERE path = ?", [path])
         return len(paths)
 
-    def refresh_fulltext(self) -> None:
+    def refresh_fulltext(self, config: FtsConfig = FtsConfig()) -> None:
         """DuckDB's full-text index is a snapshot; rebuild it after a batch of writes."""
-        self.con.execute(
-            "PRAGMA create_fts_index('chunks', 'id', 'search_text', overwrite=1, "
-            f"stemmer='{FTS_STEMMER}', stopwords='{FTS_STOPWORDS}', "
-            f"ignore='{FTS_IGNORE}', strip_accents=1, lower=1)"
-        )
+        self.con.execute(config.pragma())
 
     def has_fulltext(self) -> bool:
         row = self.con.execute(

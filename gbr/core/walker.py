@@ -1,7 +1,8 @@
 """Find the `.gleam` files of one package, or of a folder holding several, and read them.
 
 A package is a folder with `gleam.toml`; its modules live under `src/`, `test/` and `dev/`.
-`.gitignore` files are honoured at every level, `build/` is skipped unless the sources of
+`.gitignore` files are honoured at every level (the deepest matching pattern wins, as in
+git), hidden files and folders are skipped, `build/` is skipped unless the sources of
 dependencies (`build/packages/*/src`) are asked for, and a symlinked folder that leads back
 into a folder already walked is reported as a loop instead of being walked forever.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,9 +57,24 @@ def walk(root: Path, options: WalkOptions = WalkOptions()) -> Iterator[FoundFile
     )
 
 
+def _is_file(path: Path) -> bool:
+    """`Path.is_file`, but False instead of an exception for a folder we may not enter."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def _package_at(folder: Path) -> _Package | None:
     manifest = folder / "gleam.toml"
-    if not manifest.is_file():
+    if not _is_file(manifest):
         return None
     try:
         name = tomllib.loads(manifest.read_text("utf-8")).get("name")
@@ -76,7 +93,7 @@ def _module_of(file: Path, package: _Package) -> str:
 
 def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
     ignore = folder / ".gitignore"
-    if not ignore.is_file():
+    if not _is_file(ignore):
         return None
     try:
         return pathspec.GitIgnoreSpec.from_lines(
@@ -87,10 +104,13 @@ def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
 
 
 def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
-    for base, spec in specs:
+    """As git decides: the deepest `.gitignore` with a matching pattern wins, so a nested
+    `!pattern` re-includes what a parent folder's file ignores."""
+    for base, spec in reversed(specs):
         rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
-        if spec.match_file(rel):
-            return True
+        decision = spec.check_file(rel).include
+        if decision is not None:
+            return decision
     return False
 
 
@@ -126,22 +146,24 @@ def _walk_dir(
         yield _os_problem(_rel(folder, root), exc)
         return
     for entry in entries:
+        # Hidden entries are never modules: `.git`, editor lock files (`.#x.gleam`, dangling
+        # symlinks) and macOS `._x.gleam` resource forks (binary) among them.
+        if entry.name.startswith(".") or entry.name in _ALWAYS_SKIP:
+            continue
         path = Path(entry.path)
         try:
             is_dir = entry.is_dir()
         except OSError:
             is_dir = False
         if is_dir:
-            if entry.name in _ALWAYS_SKIP or entry.name.startswith("."):
-                continue
-            if entry.name == "build" and (folder / "gleam.toml").is_file():
+            if entry.name == "build" and _is_file(folder / "gleam.toml"):
                 if options.include_deps:
                     yield from _walk_deps(path / "packages", root, options, seen)
                 continue
             if _ignored(path, True, specs):
                 continue
             yield from _walk_dir(path, root, specs, package, options, seen)
-        elif entry.name.endswith(".gleam") or (entry.is_symlink() and path.suffix == ".gleam"):
+        elif entry.name.endswith(".gleam"):
             if _ignored(path, False, specs):
                 continue
             yield FoundFile(path, _rel(path, root), _module_of(path, package), package.name)
@@ -150,12 +172,17 @@ def _walk_dir(
 def _walk_deps(
     packages: Path, root: Path, options: WalkOptions, seen: set[tuple[int, int]]
 ) -> Iterator[FoundFile | FileProblem]:
-    if not packages.is_dir():
+    try:
+        deps = sorted(p for p in packages.iterdir() if _is_dir(p))
+    except FileNotFoundError:
+        return  # dependencies not downloaded yet
+    except OSError as exc:
+        yield _os_problem(_rel(packages, root), exc)
         return
-    for dep in sorted(p for p in packages.iterdir() if p.is_dir()):
+    for dep in deps:
         package = _package_at(dep) or _Package(dep, dep.name)
         src = dep / "src"
-        if src.is_dir():
+        if _is_dir(src):
             yield from _walk_dir(src, root, [], package, options, seen)
 
 
@@ -183,15 +210,24 @@ def _os_problem(rel: str, exc: OSError) -> FileProblem:
 def read_file(found: FoundFile, max_bytes: int = DEFAULT_MAX_BYTES) -> SourceFile | FileProblem:
     """The file's bytes and hash, or why it cannot be indexed. UTF-8 is checked by the parser."""
     try:
-        st = found.abs_path.stat()
-        if st.st_size > max_bytes:
-            return FileProblem(
-                found.path,
-                f"file is {_size(st.st_size)}, over the {_size(max_bytes)} limit; "
-                "raise it with --max-file-size",
-                "too_large",
-            )
-        with open(found.abs_path, "rb") as handle:
+        # Non-blocking, so that a FIFO named `x.gleam` cannot hang the walk in open(); the
+        # checks then look at what was opened, not at a path that may have changed since.
+        fd = os.open(found.abs_path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as handle:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return FileProblem(
+                    found.path,
+                    "not a regular file (a FIFO, socket, device or folder); skipped",
+                    "special",
+                )
+            if st.st_size > max_bytes:
+                return FileProblem(
+                    found.path,
+                    f"file is {_size(st.st_size)}, over the {_size(max_bytes)} limit; "
+                    "raise it with --max-file-size",
+                    "too_large",
+                )
             content = handle.read(max_bytes + 1)
     except OSError as exc:
         return _os_problem(found.path, exc)

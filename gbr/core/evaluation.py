@@ -1,0 +1,102 @@
+"""Retrieval metrics for the eval harness: recall, MRR and precision over ranked hits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gbr.core.errors import ConfigError
+
+QUERY_KINDS = ("nl", "identifier", "howto", "type")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    file: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    id: str
+    query: str
+    kind: str
+    targets: tuple[Target, ...]
+
+
+def load_queries(path: Path, prefix: str = "") -> list[Query]:
+    """Read a JSONL query file; `prefix` re-roots target files under a multi-package tree."""
+    out: list[Query] = []
+    for n, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            targets = tuple(Target(prefix + t["file"], t["name"]) for t in raw["targets"])
+            out.append(Query(str(raw["id"]), raw["query"], raw.get("kind", "other"), targets))
+        except (KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path}:{n}: not a query line ({exc}); see bench/queries/") from exc
+    return out
+
+
+def relevant(query: Query, hits: Sequence[tuple[str, str]]) -> list[bool]:
+    """For each (path, name) hit in rank order, whether it is one of the query's targets."""
+    wanted = {(t.file, t.name) for t in query.targets}
+    return [hit in wanted for hit in hits]
+
+
+def recall_at(query: Query, hits: Sequence[tuple[str, str]], k: int) -> float:
+    """Share of the query's targets found in the top k."""
+    found = {h for h in hits[:k]} & {(t.file, t.name) for t in query.targets}
+    return len(found) / len(query.targets)
+
+
+def reciprocal_rank(query: Query, hits: Sequence[tuple[str, str]], k: int = 10) -> float:
+    for rank, ok in enumerate(relevant(query, hits[:k]), start=1):
+        if ok:
+            return 1.0 / rank
+    return 0.0
+
+
+def precision_at(query: Query, hits: Sequence[tuple[str, str]], k: int) -> float:
+    return sum(relevant(query, hits[:k])) / k
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    n: int
+    r1: float
+    r5: float
+    r10: float
+    mrr10: float
+    p5: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "n": self.n,
+            "R@1": round(self.r1, 4),
+            "R@5": round(self.r5, 4),
+            "R@10": round(self.r10, 4),
+            "MRR@10": round(self.mrr10, 4),
+            "P@5": round(self.p5, 4),
+        }
+
+
+def score(results: Iterable[tuple[Query, Sequence[tuple[str, str]]]]) -> Scores:
+    rows = [
+        (
+            recall_at(q, h, 1),
+            recall_at(q, h, 5),
+            recall_at(q, h, 10),
+            reciprocal_rank(q, h),
+            precision_at(q, h, 5),
+        )
+        for q, h in results
+    ]
+    if not rows:
+        return Scores(0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    n = len(rows)
+    cols = [sum(col) / n for col in zip(*rows, strict=True)]
+    return Scores(n, *cols)
