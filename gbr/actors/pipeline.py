@@ -16,7 +16,7 @@ from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import FileDone, FinishRun, ScanTree
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
 from gbr.actors.supervisor import RestartPolicy, Supervisor
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
+from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError, SupervisionError
@@ -56,10 +56,12 @@ def run_index(
         raise ConfigError(f"{options.root} is not a folder; pass the path of a Gleam package")
     started = time.monotonic()
     summary = IndexSummary(root=str(root), db=str(options.db))
+    budget = chunk_budget(model.max_tokens, options.embed_format)
     with Store.open(options.db) as store:
         summary.reindex_reason = store.prepare(
             model_id=model.model_id,
-            chunker_version=CHUNKER_VERSION,
+            # The chunk size is part of what the chunker produces.
+            chunker_version=f"{CHUNKER_VERSION}/{budget}",
             dim=model.dim,
             embed_format=options.embed_format,
         )
@@ -115,7 +117,7 @@ def run_index(
                 faults=faults,
             ),
         )
-        limits = ChunkLimits(max_tokens=model.max_tokens - 2)
+        limits = ChunkLimits(max_tokens=budget)
         parsers = [
             supervisor.start_child(
                 f"parser-{i}",

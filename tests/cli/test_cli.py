@@ -240,3 +240,24 @@ def test_a_different_model_forces_a_full_reindex(small_example: Path, tmp_path: 
     summary = run_json("index", str(small_example), "--model-dir", str(custom))
     assert "model id changed" in summary["reindex_reason"]
     assert summary["files_indexed"] == 5
+
+
+def test_filters_restrict_hits_by_kind_module_and_path(indexed: tuple[Path, dict]) -> None:
+    root, _ = indexed
+    types = run_json("search", "isbn", "--kind", "type", "-k", "5", cwd=root)["results"]
+    assert types and all(r["kind"] == "type" for r in types)
+    isbn = run_json("search", "validate", "--module", "bookshelf/isbn", cwd=root)["results"]
+    assert isbn and all(r["module"] == "bookshelf/isbn" for r in isbn)
+    tests = run_json("search", "isbn", "--path", "test/", "-k", "5", cwd=root)["results"]
+    assert tests and all(r["path"].startswith("test/") for r in tests)
+    globbed = run_json("search", "isbn", "--path", "*/isbn*.gleam", "-k", "20", cwd=root)
+    assert {r["path"] for r in globbed["results"]} <= {
+        "src/bookshelf/isbn.gleam",
+        "test/isbn_test.gleam",
+    }
+
+
+def test_unknown_kind_is_a_usage_error(indexed: tuple[Path, dict]) -> None:
+    root, _ = indexed
+    result = run("search", "x", "--kind", "macro", cwd=root)
+    assert result.returncode == 2 and "function, type" in result.stderr

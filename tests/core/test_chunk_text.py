@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from gbr.core.chunk_text import code_words, embed_text, search_text, split_identifier
+from gbr.core.chunk_text import (
+    HEADER_RESERVE,
+    chunk_budget,
+    code_words,
+    embed_text,
+    search_text,
+    split_identifier,
+)
 from gbr.core.records import Chunk
 
 
@@ -59,6 +66,20 @@ def test_embed_text_starts_with_a_header_naming_module_and_function() -> None:
     assert "shelf/loan" in first_line and "calculate_fine" in first_line
 
 
-def test_embed_text_of_a_later_part_repeats_the_parent_signature() -> None:
-    text = embed_text(chunk(part=1, parts=2, header="pub fn calculate_fine(loan: Loan) -> Int"))
-    assert "pub fn calculate_fine(loan: Loan) -> Int" in text.splitlines()[2]
+def test_embed_text_of_a_later_part_names_the_parent_signature_once() -> None:
+    signature = "pub fn calculate_fine(loan: Loan, today: Int) -> Int"
+    later = chunk(part=1, parts=2, header=signature, text="  0\n}")
+    text = embed_text(later)
+    assert text.count("pub fn calculate_fine(loan: Loan, today: Int) -> Int") == 1
+    assert text.splitlines()[0].endswith("pub fn calculate_fine(loan: Loan, today: Int) -> Int")
+
+
+def test_plain_embed_text_keeps_the_part_header_above_the_code() -> None:
+    later = chunk(part=1, parts=2, header="pub fn calculate_fine(loan: Loan) -> Int", text="  0")
+    assert embed_text(later, "plain") == "pub fn calculate_fine(loan: Loan) -> Int\n  0"
+    assert embed_text(chunk(text="  1"), "plain") == "  1"
+
+
+def test_chunk_budget_leaves_room_for_the_header() -> None:
+    assert chunk_budget(256, "plain") == 254
+    assert chunk_budget(256, "header") == 254 - HEADER_RESERVE

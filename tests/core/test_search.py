@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gbr.core.search import rrf, top_k_cosine
+from gbr.core.search import Filter, Fusion, convex, looks_like_code, rrf, top_k_cosine
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
@@ -53,3 +53,74 @@ def test_top_k_cosine_caps_k_at_the_number_of_rows() -> None:
     matrix = np.eye(2, dtype=np.float32)
     idx, _ = top_k_cosine(matrix, np.array([0, 1], dtype=np.float32), 10)
     assert idx.tolist() == [1, 0]
+
+
+def test_convex_scales_each_list_to_unit_range_and_mixes_by_weight() -> None:
+    # dense: 0.9 -> 1, 0.5 -> 0.5, 0.1 -> 0;  bm25: 8 -> 1, 2 -> 0
+    fused = dict(
+        convex(
+            {"dense": [(1, 0.9), (2, 0.5), (3, 0.1)], "bm25": [(3, 8.0), (4, 2.0)]},
+            {"dense": 0.7, "bm25": 0.3},
+        )
+    )
+    assert fused[1] == pytest.approx(0.7)
+    assert fused[2] == pytest.approx(0.35)
+    assert fused[3] == pytest.approx(0.3)
+    assert fused[4] == pytest.approx(0.0)
+
+
+def test_convex_keeps_a_clear_dense_winner_that_rrf_would_tie() -> None:
+    rankings = {"dense": [(1, 0.95), (2, 0.20), (3, 0.19)], "bm25": [(2, 5.0), (1, 1.0)]}
+    assert convex(rankings, {"dense": 0.7, "bm25": 0.3})[0][0] == 1
+    ids = {name: [doc for doc, _ in r] for name, r in rankings.items()}
+    first, second = rrf(ids)[:2]
+    assert first[1] == pytest.approx(second[1])  # RRF sees a tie
+
+
+def test_convex_of_a_single_item_list_scales_it_to_one() -> None:
+    assert convex({"bm25": [(7, 3.2)]}, {"bm25": 0.3}) == [(7, pytest.approx(0.3))]
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "map_loop",
+        "list.map",
+        "LoanError",
+        "gleam/list",
+        "where is calculate_fine defined",
+        "sendAfter",
+    ],
+)
+def test_identifier_like_queries_are_recognised(query: str) -> None:
+    assert looks_like_code(query)
+
+
+@pytest.mark.parametrize(
+    "query", ["how do I parse an isbn", "edit distance between two strings", "overdue loans report"]
+)
+def test_sentences_are_not_code(query: str) -> None:
+    assert not looks_like_code(query)
+
+
+def test_fusion_leans_on_bm25_for_identifiers_and_on_vectors_for_sentences() -> None:
+    fusion = Fusion(alpha=0.7, code_alpha=0.5)
+    assert fusion.weights("handle_request") == {"dense": 0.5, "bm25": 0.5}
+    assert fusion.weights("route a request") == pytest.approx({"dense": 0.7, "bm25": 0.3})
+
+
+def test_rrf_fusion_uses_alpha_as_list_weights() -> None:
+    fusion = Fusion(method="rrf", alpha=0.5, code_alpha=0.5, rrf_k=60)
+    fused = dict(fusion.fuse("a sentence", {"dense": [(1, 0.9)], "bm25": [(2, 4.0), (1, 1.0)]}))
+    assert fused[1] == pytest.approx(0.5 / 61 + 0.5 / 62)
+    assert fused[2] == pytest.approx(0.5 / 61)
+
+
+def test_filter_builds_sql_for_prefix_glob_module_and_kinds() -> None:
+    where, params = Filter(path="src/bookshelf/", module="bookshelf/isbn", kinds=("type",)).sql()
+    assert where == (
+        "starts_with(path, ?) AND (module = ? OR starts_with(module, ?)) AND kind IN (?)"
+    )
+    assert params == ["src/bookshelf/", "bookshelf/isbn", "bookshelf/isbn/", "type"]
+    assert Filter(path="test/*_test.gleam").sql() == ("path GLOB ?", ["test/*_test.gleam"])
+    assert Filter().sql() == ("true", []) and not Filter()
