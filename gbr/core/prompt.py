@@ -1,0 +1,162 @@
+"""Context assembly for the Oracle: which chunks go in, in what order, under which header.
+
+The context format is fixed, so that the model (and a person reading `--dry-run`) always
+knows which function and file a piece of code comes from (EVD-02):
+
+    ### [2] calculate_fine (function) · src/bookshelf/loan.gleam:40-123 · module bookshelf/loan
+    ```gleam
+    pub fn calculate_fine(...) { ... }
+    ```
+
+Each chunk is one header line, then its code in a fenced block, then a blank line. Only
+the best chunks go in, within a token budget and a maximum count (STD-01), and they are
+ordered best-at-the-edges: models read the start and the end of a long context best
+("Lost in the Middle", Liu et al. 2023), so rank 1 opens it and rank 2 closes it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gbr.core.records import Hit
+
+# Tokens are estimated, not counted: the LLM's tokenizer is not ours to load. 3.5
+# characters per token is on the safe side for code (English prose is about 4).
+CHARS_PER_TOKEN = 3.5
+
+SYSTEM_PROMPT = """You answer questions about a Gleam code base.
+Use only the code in the context below; each chunk starts with a header naming the
+function or type, its file with line numbers, and its module.
+Cite the code you rely on as path:line (for example src/app/router.gleam:42), using the
+file paths and line numbers from the headers.
+If the context does not contain the answer, say so plainly instead of guessing.
+Answer concisely, with short Gleam snippets when they help."""
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def chunk_header(index: int, hit: Hit) -> str:
+    return (
+        f"### [{index}] {hit.name} ({hit.kind}) · {hit.path}:{hit.start_line}-{hit.end_line}"
+        f" · module {hit.module}"
+    )
+
+
+def render_chunk(index: int, hit: Hit, text: str | None = None) -> str:
+    body = (text if text is not None else hit.text).rstrip("\n")
+    return f"{chunk_header(index, hit)}\n```gleam\n{body}\n```\n"
+
+
+@dataclass(frozen=True, slots=True)
+class ContextChunk:
+    """A hit as it goes into the prompt: its rank, and its text (cut if it had to be)."""
+
+    hit: Hit
+    text: str
+    truncated: bool = False
+
+    @property
+    def tokens(self) -> int:
+        return estimate_tokens(render_chunk(self.hit.rank, self.hit, self.text))
+
+
+def select(hits: Sequence[Hit], budget: int, max_chunks: int) -> list[ContextChunk]:
+    """The best hits that fit the budget, in rank order.
+
+    A hit that does not fit is skipped and smaller lower-ranked ones may still go in; the
+    best hit always goes in, cut to the budget if it alone is too big.
+    """
+    chosen: list[ContextChunk] = []
+    used = 0
+    for hit in sorted(hits, key=lambda h: h.rank):
+        if len(chosen) >= max_chunks:
+            break
+        item = ContextChunk(hit, hit.text)
+        if used + item.tokens <= budget:
+            chosen.append(item)
+            used += item.tokens
+        elif not chosen:
+            chosen.append(_cut(hit, budget))
+            used = chosen[0].tokens
+    return chosen
+
+
+_CUT_MARKER = "// … (cut to fit the context budget)"
+
+
+def _cut(hit: Hit, budget: int) -> ContextChunk:
+    overhead = estimate_tokens(render_chunk(hit.rank, hit, _CUT_MARKER)) + 1
+    keep_chars = max(0, int((budget - overhead) * CHARS_PER_TOKEN))
+    lines, size = [], 0
+    for line in hit.text.splitlines():
+        if size + len(line) + 1 > keep_chars:
+            break
+        lines.append(line)
+        size += len(line) + 1
+    lines.append(_CUT_MARKER)
+    return ContextChunk(hit, "\n".join(lines), truncated=True)
+
+
+def edges_first(chunks: Sequence[ContextChunk]) -> list[ContextChunk]:
+    """Ranks 1..n laid out as 1, 3, 5, …, 6, 4, 2: the best at both ends, the weakest mid."""
+    ordered = sorted(chunks, key=lambda c: c.hit.rank)
+    front = ordered[0::2]
+    back = ordered[1::2]
+    return front + back[::-1]
+
+
+def render_context(chunks: Sequence[ContextChunk]) -> str:
+    return "\n".join(render_chunk(c.hit.rank, c.hit, c.text) for c in chunks)
+
+
+def user_prompt(question: str, context: str) -> str:
+    return f"Context:\n\n{context}\nQuestion: {question}"
+
+
+# path:line or path:start-end, where path ends in .gleam
+_CITATION = re.compile(r"([\w./-]+\.gleam):(\d+)(?:-(\d+))?")
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    path: str
+    line: int
+    end_line: int
+    known: bool  # True when the lines lie inside a chunk that was sent
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "end_line": self.end_line,
+            "known": self.known,
+        }
+
+
+def check_citations(answer: str, chunks: Sequence[ContextChunk]) -> list[Citation]:
+    """Every `path:line` in the answer, flagged unknown unless a sent chunk covers it."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for c in chunks:
+        spans.setdefault(c.hit.path, []).append((c.hit.start_line, c.hit.end_line))
+    out: list[Citation] = []
+    seen: set[tuple[str, int, int]] = set()
+    for match in _CITATION.finditer(answer):
+        path, first = match.group(1), int(match.group(2))
+        last = int(match.group(3)) if match.group(3) else first
+        key = (path, first, last)
+        if key in seen:
+            continue
+        seen.add(key)
+        known = any(a <= first and last <= b for a, b in spans.get(path, []))
+        out.append(Citation(path, first, last, known))
+    return out
+
+
+HYDE_SYSTEM_PROMPT = """You write Gleam code. Given a question about a Gleam code base you
+have not seen, write the short Gleam function (at most 15 lines) that would most likely
+answer it, with a plausible name and signature. Reply with the code only."""
