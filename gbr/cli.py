@@ -7,6 +7,7 @@ and a cold `search` pays only for what it uses.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -274,6 +275,119 @@ def _print_hits(hits: list[Hit]) -> None:
         ]
         for line in body[1:4]:
             out.print(f"     [dim]│[/dim] {escape(line[:110])}")
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="A question about the indexed code.")],
+    provider: Annotated[
+        str | None,
+        typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="The provider's model.")] = None,
+    k: Annotated[int, typer.Option("-k", min=1, max=50, help="Most chunks to send.")] = 8,
+    budget: Annotated[
+        int, typer.Option("--budget", min=200, help="Context budget in estimated tokens.")
+    ] = 3000,
+    rerank: Annotated[
+        bool, typer.Option("--rerank/--no-rerank", help="Fetch 30 candidates and rerank them.")
+    ] = False,
+    reranker: Annotated[
+        str | None,
+        typer.Option(
+            "--reranker",
+            help="llm, or cross-encoder:DIR [default: cross-encoder when GBR_RERANK_MODEL_DIR "
+            "is set, else llm]",
+        ),
+    ] = None,
+    hyde: Annotated[
+        bool | None,
+        typer.Option(
+            "--hyde/--no-hyde",
+            help="Also search with a hypothetical snippet [default: on for open questions]",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds per LLM request.")
+    ] = 60.0,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    model_dir: ModelDirOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
+    with _errors(debug):
+        from gbr.core.errors import MissingKeyError, ProviderError
+        from gbr.core.llm import get_provider
+        from gbr.core.oracle import AskOptions, Oracle
+        from gbr.core.rerank import load_reranker
+        from gbr.core.search import Searcher
+        from gbr.core.store import Store
+
+        options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
+        llm = None
+        missing: MissingKeyError | None = None
+        if not dry_run:
+            try:
+                llm = get_provider(provider, model=model, timeout=timeout)
+            except MissingKeyError as exc:
+                missing = exc
+        spec = reranker or (
+            ("cross-encoder" if os.environ.get("GBR_RERANK_MODEL_DIR") else "llm")
+            if rerank
+            else None
+        )
+        if spec == "llm" and llm is None:
+            spec = None  # nothing to rerank with; plain retrieval order stands
+        chosen_reranker = load_reranker(spec, llm) if rerank else None
+        with Store.open(_find_db(db), read_only=True) as store:
+            oracle = Oracle(Searcher(store, _load_model(model_dir)), llm, chosen_reranker)
+            streaming = not json_out and llm is not None
+            answer = oracle.answer(question, options, _print_token if streaming else None)
+        if streaming:
+            sys.stdout.write("\n")
+        _render_answer(answer, json_out, dry_run, missing)
+        if missing is not None:
+            raise typer.Exit(missing.exit_code)
+        if answer.error is not None:
+            raise typer.Exit(ProviderError.exit_code)
+
+
+def _print_token(delta: str) -> None:
+    sys.stdout.write(delta)
+    sys.stdout.flush()
+
+
+def _render_answer(answer: Any, json_out: bool, dry_run: bool, missing: Exception | None) -> None:
+    from gbr.core.prompt import render_context
+
+    if json_out:
+        data = answer.as_dict()
+        if dry_run:
+            data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
+        if missing is not None:
+            data["error"] = str(missing)
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        return
+    if dry_run:
+        for message in answer.messages:
+            sys.stdout.write(f"----- {message.role} -----\n{message.content}\n")
+        return
+    if missing is not None or answer.error is not None:
+        reason = str(missing) if missing is not None else answer.error
+        err.print(f"[red]error:[/red] {escape(reason)}")
+        err.print("[dim]the context that was retrieved:[/dim]")
+        sys.stdout.write(render_context(answer.chunks))
+        return
+    unknown = [c for c in answer.citations if not c.known]
+    sources = ", ".join(f"{c.hit.path}:{c.hit.start_line}" for c in answer.chunks[:5])
+    err.print(f"[dim]sources: {escape(sources)}[/dim]")
+    if unknown:
+        listed = ", ".join(f"{c.path}:{c.line}" for c in unknown)
+        err.print(f"[yellow]not in the context sent:[/yellow] {escape(listed)}")
 
 
 @app.command()

@@ -61,11 +61,19 @@ class ChildRef:
         raise SupervisionError(f"{self.name} could not be restarted to receive a message")
 
     def ask(self, message: Any, timeout: float | None = None) -> Any:
-        with self._lock:
-            ref = self._ref
-        if ref is None:
-            raise SupervisionError(f"{self.name} is stopped; the run was aborted")
-        return ref.ask(message, timeout=timeout)
+        """Ask the current incarnation; a dead one is restarted first, never asked in vain."""
+        for _ in range(3):
+            with self._lock:
+                ref = self._ref
+            if ref is None:
+                raise SupervisionError(f"{self.name} is stopped; the run was aborted")
+            try:
+                future = ref.ask(message, block=False)
+            except pykka.ActorDeadError:
+                self._supervisor.restart(self, ref, None, [])
+                continue
+            return future.get(timeout=timeout)
+        raise SupervisionError(f"{self.name} could not be restarted to answer")
 
     def stop(self) -> None:
         with self._lock:

@@ -1,0 +1,221 @@
+"""The Oracle's logic: retrieve (with HyDE), rerank, assemble the context, ask, check citations.
+
+No actors here: `gbr.actors.oracle` wraps this for the supervisor tree, and tests call it
+directly. Whatever fails on the LLM side, the retrieved context is still returned, so the
+user is never left with nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gbr.core.errors import ProviderError
+from gbr.core.llm.base import LlmProvider, Message
+from gbr.core.prompt import (
+    HYDE_SYSTEM_PROMPT,
+    SYSTEM_PROMPT,
+    Citation,
+    ContextChunk,
+    check_citations,
+    edges_first,
+    render_context,
+    select,
+    user_prompt,
+)
+from gbr.core.records import Hit
+from gbr.core.rerank import Reranker
+from gbr.core.search import Searcher, looks_like_code, rrf
+from gbr.core.telemetry import log
+
+TokenSink = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AskOptions:
+    max_chunks: int = 8
+    budget: int = 3000  # estimated tokens of context
+    candidates: int = 30  # fetched for the reranker to reorder
+    rerank: bool = False
+    hyde: bool | None = None  # None: on for open questions when a provider is configured
+    hyde_timeout: float = 2.0
+    dry_run: bool = False
+    max_answer_tokens: int = 1024
+
+
+@dataclass
+class Answer:
+    question: str
+    text: str = ""
+    chunks: list[ContextChunk] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    citations: list[Citation] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    provider: str | None = None
+    model: str | None = None
+    reranker: str | None = None
+    hyde: str = "off"  # off | used | timed_out | failed
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.text,
+            "error": self.error,
+            "provider": self.provider,
+            "model": self.model,
+            "reranker": self.reranker,
+            "hyde": self.hyde,
+            "citations": [c.as_dict() for c in self.citations],
+            "unknown_citations": [c.as_dict() for c in self.citations if not c.known],
+            "chunks": [
+                {**c.hit.as_dict(), "text": c.text, "truncated": c.truncated} for c in self.chunks
+            ],
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+        }
+
+
+class _Background:
+    """A daemon thread with a result: an abandoned HyDE call must not hold the CLI's exit."""
+
+    def __init__(self, fn: Callable[[], str]) -> None:
+        self._fn = fn
+        self._done = threading.Event()
+        self.result: str | None = None
+        self.error: BaseException | None = None
+        threading.Thread(target=self._run, daemon=True, name="gbr-hyde").start()
+
+    def _run(self) -> None:
+        try:
+            self.result = self._fn()
+        except BaseException as exc:  # reported to the waiting thread, never lost
+            self.error = exc
+        finally:
+            self._done.set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._done.wait(max(0.0, timeout))
+
+
+class Oracle:
+    def __init__(
+        self,
+        searcher: Searcher,
+        provider: LlmProvider | None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.searcher = searcher
+        self.provider = provider
+        self.reranker = reranker
+
+    def wants_hyde(self, question: str, options: AskOptions) -> bool:
+        if options.dry_run or self.provider is None or options.hyde is False:
+            return False
+        return not looks_like_code(question)
+
+    def retrieve(self, question: str, options: AskOptions, answer: Answer) -> list[Hit]:
+        """Hybrid hits, fused with a HyDE snippet's neighbours when it arrives in time."""
+        started = time.perf_counter()
+        use_reranker = options.rerank and self.reranker is not None
+        wanted = options.candidates if use_reranker else max(options.max_chunks * 2, 10)
+        depth = max(self.searcher.fusion.depth, wanted * 2)
+        hyde = self._start_hyde(question) if self.wants_hyde(question, options) else None
+        ranked = self.searcher.ranked_ids(question, "hybrid", depth=depth)
+        answer.timings["retrieve"] = time.perf_counter() - started
+        if hyde is not None:
+            ranked = self._fuse_hyde(hyde, ranked, started, options, answer, depth)
+        hits = self.searcher.collapse(ranked, wanted)
+        if use_reranker and self.reranker is not None:
+            t = time.perf_counter()
+            hits = self.reranker.rerank(question, hits)
+            answer.reranker = self.reranker.name
+            answer.timings["rerank"] = time.perf_counter() - t
+        return hits
+
+    def _start_hyde(self, question: str) -> _Background:
+        provider = self.provider
+        assert provider is not None
+        messages = [Message("system", HYDE_SYSTEM_PROMPT), Message("user", question)]
+        return _Background(lambda: provider.complete(messages, max_tokens=300, temperature=0.2))
+
+    def _fuse_hyde(
+        self,
+        hyde: _Background,
+        ranked: list[tuple[int, float]],
+        started: float,
+        options: AskOptions,
+        answer: Answer,
+        depth: int,
+    ) -> list[tuple[int, float]]:
+        """Plain retrieval wins whenever HyDE is late or fails: the time box is a promise."""
+        arrived = hyde.wait(options.hyde_timeout - (time.perf_counter() - started))
+        answer.timings["hyde"] = time.perf_counter() - started
+        if not arrived:
+            answer.hyde = "timed_out"
+            log().info("hyde_skipped", reason="time box", seconds=options.hyde_timeout)
+            return ranked
+        if hyde.error is not None or not (hyde.result or "").strip():
+            answer.hyde = "failed"
+            log().info("hyde_skipped", reason=_describe(hyde.error) if hyde.error else "empty")
+            return ranked
+        vector = self.searcher.embedder.embed_batch([_strip_fences(hyde.result or "")])[0]
+        hyde_ids = [doc for doc, _ in self.searcher.dense_by_vector(vector, depth)]
+        answer.hyde = "used"
+        # The question's own ranking counts double: HyDE adds recall, it must not take over.
+        return rrf(
+            {"question": [doc for doc, _ in ranked], "hyde": hyde_ids},
+            weights={"question": 2.0, "hyde": 1.0},
+        )
+
+    def prepare(self, question: str, options: AskOptions, answer: Answer) -> None:
+        hits = self.retrieve(question, options, answer)
+        hits = [h for h in hits][: max(options.max_chunks * 3, options.max_chunks)]
+        answer.chunks = edges_first(select(hits, options.budget, options.max_chunks))
+        answer.messages = [
+            Message("system", SYSTEM_PROMPT),
+            Message("user", user_prompt(question, render_context(answer.chunks))),
+        ]
+
+    def answer(
+        self, question: str, options: AskOptions, on_token: TokenSink | None = None
+    ) -> Answer:
+        """Retrieve and, unless dry-run or no provider, stream the LLM's answer."""
+        started = time.perf_counter()
+        result = Answer(question=question)
+        if self.provider is not None:
+            result.provider, result.model = self.provider.name, self.provider.model
+        self.prepare(question, options, result)
+        if options.dry_run or self.provider is None:
+            result.timings["total"] = time.perf_counter() - started
+            return result
+        parts: list[str] = []
+        ask_started = time.perf_counter()
+        try:
+            for delta in self.provider.stream(
+                result.messages, max_tokens=options.max_answer_tokens
+            ):
+                if not parts:
+                    result.timings["first_token"] = time.perf_counter() - started
+                parts.append(delta)
+                if on_token is not None:
+                    on_token(delta)
+        except ProviderError as exc:
+            result.error = str(exc)
+            log().warning("ask_failed", provider=self.provider.name, error=type(exc).__name__)
+        result.text = "".join(parts)
+        result.timings["llm"] = time.perf_counter() - ask_started
+        result.citations = check_citations(result.text, result.chunks)
+        result.timings["total"] = time.perf_counter() - started
+        return result
+
+
+def _strip_fences(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if not ln.strip().startswith("```")]
+    return "\n".join(lines)
+
+
+def _describe(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
