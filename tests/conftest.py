@@ -12,6 +12,9 @@ import pytest
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.model_files import resolve_model_files
 
+# The fake LLM server's `fake_llm` fixture, for every test module.
+pytest_plugins = ["tests.fake_llm"]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "bookshelf"
 
