@@ -67,12 +67,14 @@ class ChildRef:
                 ref = self._ref
             if ref is None:
                 raise SupervisionError(f"{self.name} is stopped; the run was aborted")
-            try:
-                future = ref.ask(message, block=False)
-            except pykka.ActorDeadError:
+            if not ref.is_alive():
                 self._supervisor.restart(self, ref, None, [])
                 continue
-            return future.get(timeout=timeout)
+            try:
+                return ref.ask(message, timeout=timeout)
+            except pykka.ActorDeadError:
+                # It died with our question still queued; the next incarnation answers it.
+                self._supervisor.restart(self, ref, None, [])
         raise SupervisionError(f"{self.name} could not be restarted to answer")
 
     def stop(self) -> None:
