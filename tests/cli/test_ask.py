@@ -1,0 +1,144 @@
+"""`gleambrctl ask` end to end, against the fake LLM server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLE, SMALL_FILES
+from tests.fake_llm import FakeLlm, Reply
+from tests.tiny_models import build_tiny_cross_encoder
+
+CTL = str(Path(sys.executable).parent / "gleambrctl")
+QUESTION = "how do I check that a book number is valid"
+KEY = "sk-test-SECRET-1234567890"
+PROVIDER_VARS = (
+    "GROQ_API_KEY",
+    "GEMINI_API_KEY",
+    "GBR_OPENAI_BASE_URL",
+    "GBR_OPENAI_API_KEY",
+    "GBR_GROQ_BASE_URL",
+    "GBR_GEMINI_BASE_URL",
+    "GBR_RERANK_MODEL_DIR",
+)
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("ask") / "small"
+    for rel in SMALL_FILES:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(EXAMPLE / rel, root / rel)
+    done = subprocess.run([CTL, "index", str(root)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def ask(
+    package: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    base.update({"COLUMNS": "200", "NO_COLOR": "1", "GBR_HOME": str(package / ".home")})
+    return subprocess.run(
+        [CTL, "ask", *args],
+        cwd=package,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_dry_run_prints_the_prompt_with_headers_and_calls_nothing(
+    package: Path, fake_llm: FakeLlm
+) -> None:
+    result = ask(package, "--dry-run", QUESTION, env=fake_llm.env("groq", KEY))
+    assert result.returncode == 0, result.stderr
+    assert fake_llm.requests == []
+    assert "----- system -----" in result.stdout and "----- user -----" in result.stdout
+    assert "### [1] " in result.stdout
+    assert "(function) · src/bookshelf/isbn.gleam:" in result.stdout
+
+
+def test_without_a_key_it_explains_and_shows_the_context(package: Path) -> None:
+    result = ask(package, QUESTION)
+    assert result.returncode == 3
+    assert "GROQ_API_KEY" in result.stderr and "GEMINI_API_KEY" in result.stderr
+    assert "### [1] " in result.stdout  # the retrieved context is still printed
+
+
+def test_groq_answer_streams_with_sources(package: Path, fake_llm: FakeLlm) -> None:
+    fake_llm.script(Reply("Use isbn.is_valid (src/bookshelf/isbn.gleam:51).", chunks=6))
+    result = ask(package, "--no-hyde", QUESTION, env=fake_llm.env("groq", KEY))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "Use isbn.is_valid (src/bookshelf/isbn.gleam:51)."
+    assert "sources:" in result.stderr
+    [request] = fake_llm.requests
+    assert request.path == "/openai/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert "### [1] " in request.prompt
+
+
+def test_json_output_has_answer_citations_chunks_and_timings(
+    package: Path, fake_llm: FakeLlm
+) -> None:
+    fake_llm.script(Reply("See src/bookshelf/isbn.gleam:51 and src/nowhere.gleam:1."))
+    result = ask(package, "--json", "--no-hyde", QUESTION, env=fake_llm.env("gemini", KEY))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["provider"] == "gemini" and data["answer"].startswith("See")
+    assert {c["path"] for c in data["unknown_citations"]} == {"src/nowhere.gleam"}
+    assert data["chunks"] and {"path", "name", "start_line", "text"} <= set(data["chunks"][0])
+    assert {"retrieve", "total"} <= set(data["timings"])
+    assert fake_llm.requests[0].headers["x-goog-api-key"] == KEY
+
+
+def test_provider_failure_names_the_provider_and_keeps_the_context(
+    package: Path, fake_llm: FakeLlm
+) -> None:
+    fake_llm.script(Reply.error(401))
+    result = ask(package, "--no-hyde", QUESTION, env=fake_llm.env("groq", KEY))
+    assert result.returncode == 4
+    assert "groq" in result.stderr and "GROQ_API_KEY" in result.stderr
+    assert "### [1] " in result.stdout
+
+
+def test_the_key_appears_in_no_output_and_no_log(package: Path, fake_llm: FakeLlm) -> None:
+    fake_llm.script(Reply.error(500), Reply.error(401))
+    result = ask(package, "-v", "--json", QUESTION, env=fake_llm.env("groq", KEY))
+    events = (package / ".gbr" / "events.jsonl").read_text()
+    assert KEY not in result.stdout + result.stderr + events
+    assert "sk-test" not in events
+
+
+def test_hyde_runs_for_open_questions(package: Path, fake_llm: FakeLlm) -> None:
+    fake_llm.respond = lambda body: "answer"
+    result = ask(package, "--json", QUESTION, env=fake_llm.env("openai"))
+    data = json.loads(result.stdout)
+    assert data["hyde"] == "used"
+    assert len(fake_llm.requests) == 2
+
+
+def test_rerank_with_a_local_cross_encoder(
+    package: Path, fake_llm: FakeLlm, tmp_path: Path
+) -> None:
+    model_dir = build_tiny_cross_encoder(tmp_path / "ce")
+    result = ask(
+        package,
+        "--dry-run",
+        "--json",
+        "--rerank",
+        "--reranker",
+        f"cross-encoder:{model_dir}",
+        QUESTION,
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["reranker"].startswith("cross-encoder:")
+    assert len(data["chunks"]) == 8
