@@ -32,6 +32,7 @@ from gbr.core.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
 from gbr.core.records import Chunk  # noqa: E402
+from gbr.core.rerank import Reranker, load_reranker  # noqa: E402
 from gbr.core.search import Fusion, Mode, Searcher  # noqa: E402
 from gbr.core.store import FtsConfig, Store  # noqa: E402
 
@@ -46,7 +47,11 @@ class Variant:
     search_text: str = "weighted"
     fts: FtsConfig = field(default_factory=FtsConfig)
     fusion: Fusion = field(default_factory=Fusion)
+    reranker: Reranker | None = None  # reorders the top RERANK_CANDIDATES hybrid hits
     note: str = ""
+
+
+RERANK_CANDIDATES = 30
 
 
 PLAIN_RRF = Fusion(method="rrf", alpha=0.5, code_alpha=0.5, rrf_k=60, depth=50)
@@ -162,7 +167,11 @@ def run_variant(
         results = []
         started = time.perf_counter()
         for query in corpus.queries:
-            hits = searcher.search(query.query, k=k, mode=variant.mode)
+            if variant.reranker is None:
+                hits = searcher.search(query.query, k=k, mode=variant.mode)
+            else:
+                pool = searcher.search(query.query, k=RERANK_CANDIDATES, mode=variant.mode)
+                hits = variant.reranker.rerank(query.query, pool)[:k]
             results.append((query, [(h.path, h.name) for h in hits]))
         per_query = (time.perf_counter() - started) / max(1, len(corpus.queries))
         # Leave the index as the pipeline writes it.
@@ -249,6 +258,18 @@ def evaluate(
     return report
 
 
+def rerank_variant(spec: str) -> Variant:
+    """hybrid, then the top 30 reordered by the reranker that `spec` names."""
+    llm = None
+    if spec == "llm":
+        from gbr.core.llm import get_provider
+
+        llm = get_provider()
+    reranker = load_reranker(spec, llm)
+    assert reranker is not None, f"{spec} names no reranker"
+    return Variant(f"hybrid+{spec.split(':')[0]}", "hybrid", reranker=reranker, note=reranker.name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -259,6 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
     parser.add_argument("--png", type=Path, help="bar chart [default: OUT/eval-CORPUS.png]")
+    parser.add_argument(
+        "--rerank",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="add a variant reranking the top 30 hybrid hits: llm (the configured provider)\n"
+        "or cross-encoder:DIR; repeatable",
+    )
     args = parser.parse_args(argv)
 
     query_files = args.queries or [REPO / "bench" / "queries" / "bookshelf.jsonl"]
@@ -268,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = (wanted or set()) - {v.name for v in VARIANTS}
     if unknown:
         parser.error(f"unknown variants: {', '.join(sorted(unknown))}")
+    variants += [rerank_variant(spec) for spec in args.rerank]
     model = OnnxEmbedder(resolve_model_files())
     args.out.mkdir(parents=True, exist_ok=True)
     report = evaluate(corpus, variants, model, args.out, lambda n: print(f"  {n}", file=sys.stderr))

@@ -71,3 +71,28 @@ def test_harness_cli_writes_json_and_png(make_package, tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["queries"] == 3 and list(report["variants"]) == ["bm25", "hybrid"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_harness_measures_rerankers(make_package, tmp_path: Path, fake_llm, monkeypatch) -> None:
+    """Both reranker backends run through the harness (the LLM one for correctness only)."""
+    from tests.tiny_models import build_tiny_cross_encoder
+
+    root, queries = tiny_corpus(make_package)
+    model_dir = build_tiny_cross_encoder(tmp_path / "ce")
+    for var, value in fake_llm.env("openai").items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.delenv("GROQ_API_KEY", raising=False)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    fake_llm.respond = lambda body: "[1]"
+    out = tmp_path / "r.json"
+    main(
+        [
+            "--corpus", str(root), "--queries", str(queries), "--variants", "hybrid",
+            "--rerank", f"cross-encoder:{model_dir}", "--rerank", "llm",
+            "--out", str(tmp_path / "work"), "--json", str(out), "--png", str(tmp_path / "c.png"),
+        ]
+    )  # fmt: skip
+    report = json.loads(out.read_text())
+    assert list(report["variants"]) == ["hybrid", "hybrid+cross-encoder", "hybrid+llm"]
+    assert report["variants"]["hybrid+llm"]["overall"]["n"] == 3
+    assert len(fake_llm.requests) == 3  # one listwise call per query
