@@ -311,8 +311,9 @@ def ask(
         bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
     ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=1, help="Seconds per LLM request.")
-    ] = 60.0,
+        float | None,
+        typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
+    ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     model_dir: ModelDirOption = None,

@@ -4,7 +4,14 @@ GbrError                 every error gbr raises on purpose; its message ends wit
 ├── ConfigError          a bad option, path or model location
 ├── StoreError           the DuckDB file cannot be opened, read or written
 ├── IndexEmptyError      a query against an index that holds nothing yet
-└── SupervisionError     an actor kept crashing and its supervisor gave up
+├── SupervisionError     an actor kept crashing and its supervisor gave up
+└── ProviderError        an LLM provider failed (`.provider` names it)
+    ├── MissingKeyError            no provider configured, or the chosen one lacks its key
+    ├── ProviderAuthError          the provider rejected the key (401/403)
+    ├── ProviderTimeoutError       no answer within the configured timeout
+    ├── ProviderRateLimitError     still rate-limited (429) when retries ran out
+    ├── ProviderResponseError      malformed, unexpected or cut-off response
+    └── ProviderUnavailableError   network failure or 5xx when retries ran out
 """
 
 
@@ -30,3 +37,39 @@ class IndexEmptyError(GbrError):
 
 class SupervisionError(GbrError):
     """An actor kept crashing and its supervisor gave up on the run."""
+
+
+class ProviderError(GbrError):
+    """An LLM provider failed; `provider` names which one (None before one was chosen)."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+
+
+class MissingKeyError(ProviderError):
+    """No provider is configured, or the chosen one lacks its API key."""
+
+    exit_code = 3
+
+
+class ProviderAuthError(ProviderError):
+    """The provider rejected the API key (401 or 403)."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider sent nothing within the configured timeout."""
+
+
+class ProviderRateLimitError(ProviderError):
+    """The provider still answered 429 when the retries or the deadline ran out."""
+
+
+class ProviderResponseError(ProviderError):
+    """A malformed or unexpected response, or a stream cut before its end."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """The provider could not be reached, or kept failing with 5xx, until retries ran out."""

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,19 +22,8 @@ import numpy as np
 
 from gbr.core import telemetry
 from gbr.core.errors import ConfigError
+from gbr.core.llm.base import Message
 from gbr.core.records import Hit
-
-try:
-    from gbr.core.llm.base import Message
-except ImportError:  # gbr.core.llm lands in a parallel change; drop this fallback then.
-
-    @dataclass(frozen=True, slots=True)
-    class Message:  # type: ignore[no-redef]
-        """One chat message; mirrors gbr.core.llm.base.Message."""
-
-        role: str
-        content: str
-
 
 __all__ = [
     "RERANK_MODEL_DIR_ENV",

@@ -1,0 +1,521 @@
+"""Query latency: warm in-process search at 10k and 100k chunks, and one cold CLI search.
+
+    .venv/bin/python bench/query_latency.py [--sizes 10000,100000] [--json out.json] [--profile]
+
+The example package is indexed once for real (real vectors, real BM25 text). Each size is
+then a copy of that index whose chunk rows are replicated in DuckDB up to the target count:
+every copy gets its own path prefix (`copy00042/src/...`, so hits do not collapse into one)
+and its vector gets Gaussian noise and is re-normalised (so cosine scores differ). The
+full-text index is rebuilt with `Store.refresh_fulltext()`.
+
+Replicated search texts are a pessimistic case for BM25: every term's posting list grows
+with the copies, where a real corpus of that size would spread over a larger vocabulary.
+
+Warm: one `Searcher` (model loaded, vectors in memory) runs every query in every mode;
+the modes are interleaved per query so that machine noise falls on all of them alike.
+Cold: `gleambrctl search QUERY --db DB` as a subprocess, wall time, median of --cli-runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _corpus as bc
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.core.search import MODES, Searcher
+from gbr.core.store import Store
+
+HYBRID_P50_TARGET_MS = 50.0
+COLD_CLI_TARGET_S = 2.5
+TARGET_SIZE = 10_000
+NOISY_OTHERS_CPU = 0.15  # share of all cores used by other processes during a phase
+
+# Natural-language questions and bare identifiers, as people type them at a code search box.
+QUERIES = [
+    "check that an ISBN is valid",
+    "convert an ISBN-10 to ISBN-13",
+    "route an HTTP request to its handler",
+    "how are overdue fines calculated",
+    "cap the fine at a maximum amount",
+    "decode a JSON body into a book draft",
+    "encode a member as JSON",
+    "parse a date in ISO format",
+    "find a book by its ISBN in the catalog",
+    "suggest titles when the search has a typo",
+    "levenshtein edit distance between two strings",
+    "wrap text to a line width",
+    "turn a title into a URL slug",
+    "members with unpaid fines cannot borrow",
+    "renew a loan and extend its due date",
+    "skip days when the library is closed",
+    "read configuration from environment variables",
+    "default port and host for the server",
+    "paginate a list of results",
+    "report of overdue loans grouped by member",
+    "inventory report by genre",
+    "worker process that handles messages",
+    "reserve a book and join the waiting queue",
+    "cancel a reservation",
+    "return a borrowed book",
+    "error response with a status code",
+    "random identifier for a new loan",
+    "log a request with its method and path",
+    "normalise user input by removing hyphens and spaces",
+    "capitalise each word in a title",
+    "validate_isbn13",
+    "isbn10_check_digit",
+    "calculate_fine",
+    "handle_request",
+    "encode_book",
+    "parse_iso_date",
+    "word_wrap",
+    "levenshtein",
+    "next_open_day",
+    "borrow_request_decoder",
+    "MemberId",
+    "LoanError",
+    "Catalog",
+    "BorrowBlock",
+    "max_loans_premium",
+    "fine_cap_cents",
+    "get_by_isbn",
+    "title_case",
+    "from_env",
+    "overdue_report",
+]
+CLI_QUERY = "check that an ISBN is valid"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument(
+        "--sizes", default="10000,100000", help="chunk counts, comma separated (default 10k,100k)"
+    )
+    p.add_argument("--queries", type=int, default=len(QUERIES), help="queries per mode")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="passes over the queries (default 3); p50/p95 pool all of them",
+    )
+    p.add_argument("-k", type=int, default=10, help="hits per search (default 10, as the CLI)")
+    p.add_argument("--cli-runs", type=int, default=3, help="cold CLI runs per size (median)")
+    p.add_argument(
+        "--cli-sizes",
+        default="all",
+        help="sizes for the cold CLI ('all', or a comma list; the target is at 10k)",
+    )
+    p.add_argument("--noise", type=float, default=0.3, help="relative noise norm on copied vectors")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--profile", action="store_true", help="cProfile the warm hybrid queries")
+    p.add_argument("--workdir", type=Path, default=None, help="where to build (default: a tmp dir)")
+    p.add_argument("--keep", action="store_true", help="keep the work dir (and its indexes)")
+    p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="gbr-bench-query-"))
+    work.mkdir(parents=True, exist_ok=True)
+    bc.quiet_telemetry(work)
+    results: dict[str, Any] = {
+        "machine": bc.machine(),
+        "args": vars(args) | {"workdir": work},
+        "sizes": {},
+    }
+    try:
+        run(args, sizes, work, results)
+    finally:
+        results["machine"]["load_average_at_end"] = bc.load_average()
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    report(results)
+    bc.write_json(args.json, results)
+    return 0 if all(c["ok"] for c in results["checks"]) else 1
+
+
+def run(args: argparse.Namespace, sizes: list[int], work: Path, results: dict[str, Any]) -> None:
+    bc.log_step("loading the model")
+    model = bc.load_model()
+    model.embed_batch(["warm up"])
+    base = work / "base.duckdb"
+    bc.log_step("indexing the example package for real")
+    summary = run_index(IndexOptions(root=bc.EXAMPLE, db=base), model)
+    bc.open_read_only(base).close()  # waits until the pipeline has closed the file
+    results["base"] = {"chunks": summary.chunks, "seconds": summary.seconds}
+    queries = (QUERIES * (args.queries // len(QUERIES) + 1))[: args.queries]
+    results["queries"] = len(queries)
+    cli_sizes = (
+        sizes if args.cli_sizes == "all" else [int(s) for s in args.cli_sizes.split(",") if s]
+    )
+    rng = np.random.default_rng(args.seed)
+    for size in sizes:
+        db = work / f"index_{size}.duckdb"
+        bc.log_step(f"{size}: replicating {summary.chunks} chunks")
+        build = replicate(base, db, size, args.noise, rng)
+        bc.log_step(f"{size}: {len(queries)} queries x {len(MODES)} modes, warm")
+        entry: dict[str, Any] = {"build": build, **warm(db, model, queries, args)}
+        if size in cli_sizes:
+            bc.log_step(f"{size}: cold CLI x {args.cli_runs}")
+            entry["cli"] = cold_cli(db, args.cli_runs)
+        results["sizes"][str(size)] = entry
+    results["checks"] = checks(results)
+
+
+# ------------------------------------------------------------------------------- building
+
+
+def replicate(
+    base: Path, db: Path, size: int, noise: float, rng: np.random.Generator
+) -> dict[str, Any]:
+    """Copy the base index and grow its chunks table to `size` rows, then rebuild FTS."""
+    shutil.copyfile(base, db)
+    started = time.perf_counter()
+    with Store.open(db) as store:
+        con = store.con
+        rows = con.execute("SELECT * EXCLUDE (id) FROM chunks ORDER BY id").to_arrow_table()
+        n0 = rows.num_rows
+        extra = max(0, size - n0)
+        emb = rows.column("embedding").combine_chunks()
+        dim = emb.type.list_size
+        vectors = emb.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim)
+        step = 20_000  # rows per INSERT, to keep the Arrow copies small
+        for lo in range(0, extra, step):
+            n = min(step, extra - lo)
+            pos = np.arange(lo, lo + n)
+            src = pos % n0
+            copy_no = pos // n0 + 1
+            part = rows.take(pa.array(src))
+            prefixes = pa.array([f"copy{c:05d}/" for c in copy_no], type=pa.string())
+            part = part.set_column(
+                part.schema.get_field_index("path"),
+                "path",
+                pc.binary_join_element_wise(prefixes, part.column("path"), ""),
+            )
+            noisy = vectors[src] + rng.normal(0.0, noise / np.sqrt(dim), (n, dim))
+            noisy /= np.linalg.norm(noisy, axis=1, keepdims=True)
+            flat = pa.array(noisy.astype(np.float32).ravel())
+            part = part.set_column(
+                part.schema.get_field_index("embedding"),
+                "embedding",
+                pa.FixedSizeListArray.from_arrays(flat, dim),
+            )
+            con.register("replica", part)
+            try:
+                con.execute("INSERT INTO chunks SELECT nextval('chunk_ids'), * FROM replica")
+            finally:
+                con.unregister("replica")
+        copies = (extra + n0 - 1) // n0 if n0 else 0
+        # One files row per copied file, so `gleambrctl status` tells the same story.
+        con.execute(
+            "INSERT INTO files SELECT f.* REPLACE (p.prefix || f.path AS path) FROM files f, "
+            "(SELECT printf('copy%05d/', range) AS prefix FROM range(1, ?)) p "
+            "WHERE f.status = 'ok'",
+            [copies + 1],
+        )
+        replicate_s = time.perf_counter() - started
+        fts_s, _ = bc.timed(store.refresh_fulltext)
+        checkpoint_s, _ = bc.timed(store.checkpoint)
+        chunks = store.counts()["chunks"]
+    return {
+        "chunks": chunks,
+        "copies": copies,
+        "replicate_seconds": replicate_s,
+        "fts_seconds": fts_s,
+        "checkpoint_seconds": checkpoint_s,
+        "db_bytes": db.stat().st_size,
+    }
+
+
+# -------------------------------------------------------------------------------- warm
+
+
+def warm(db: Path, model: Any, queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    with bc.open_read_only(db) as store:
+        searcher = Searcher(store, model)
+        load_s, _ = bc.timed(searcher.reload)
+        for mode in MODES:  # first calls: DuckDB plans the FTS macro, NumPy pages in
+            for q in queries[:3]:
+                searcher.search(q, k=args.k, mode=mode)
+        latencies: dict[str, list[float]] = {m: [] for m in MODES}
+        hits: dict[str, int] = {m: 0 for m in MODES}
+        round_p50: dict[str, list[float]] = {m: [] for m in MODES}
+        with bc.PeakRss() as rss:
+            for _ in range(max(1, args.rounds)):
+                this_round: dict[str, list[float]] = {m: [] for m in MODES}
+                for q in queries:
+                    for mode in MODES:
+                        started = time.perf_counter()
+                        found = searcher.search(q, k=args.k, mode=mode)
+                        this_round[mode].append((time.perf_counter() - started) * 1000)
+                        hits[mode] += bool(found)
+                for mode, values in this_round.items():
+                    latencies[mode] += values
+                    round_p50[mode].append(bc.percentile(values, 50))
+        parts = hybrid_parts(searcher, queries, args.k)
+        profile = profile_hybrid(searcher, queries, args.k) if args.profile else None
+    out: dict[str, Any] = {
+        "vector_load_seconds": load_s,
+        "peak_rss": rss.peak,
+        "others_cpu": rss.others_cpu,
+        "modes": {
+            m: {
+                "p50_ms": bc.percentile(v, 50),
+                "p95_ms": bc.percentile(v, 95),
+                "mean_ms": sum(v) / len(v),
+                "max_ms": max(v),
+                "round_p50_ms": round_p50[m],
+                "best_round_p50_ms": min(round_p50[m]),
+                "searches": len(v),
+                "queries_with_hits": hits[m],
+            }
+            for m, v in latencies.items()
+        },
+        "hybrid_parts_p50_ms": parts,
+    }
+    if profile is not None:
+        out["profile"] = profile
+    return out
+
+
+def hybrid_parts(searcher: Searcher, queries: list[str], k: int) -> dict[str, float] | None:
+    """Where a hybrid search spends its time: query embedding, cosine, BM25, fuse + fetch.
+
+    Re-does the steps of `Searcher.search` from gbr's building blocks, so it reaches into
+    a few internals; if they have moved, the breakdown is skipped rather than the bench.
+    """
+    from gbr.core.chunk_text import code_words
+    from gbr.core.search import rrf, top_k_cosine
+
+    try:
+        fusion = getattr(searcher, "fusion", None)
+        depth = max(getattr(fusion, "depth", None) or getattr(searcher, "candidates", 50), k * 3)
+        collapse = getattr(searcher, "collapse", None) or searcher._collapse  # type: ignore[attr-defined]
+        ids, matrix = searcher.store.vectors()
+        t: dict[str, list[float]] = {"embed": [], "cosine": [], "bm25": [], "fuse+collapse": []}
+        for q in queries:
+            t0 = time.perf_counter()
+            vector = searcher.embedder.embed_batch([q])[0]
+            t1 = time.perf_counter()
+            idx, _ = top_k_cosine(matrix, vector, depth)
+            dense = [int(ids[i]) for i in idx]
+            t2 = time.perf_counter()
+            sparse = [doc for doc, _ in searcher.store.bm25(code_words(q), depth)]
+            t3 = time.perf_counter()
+            collapse(rrf({"dense": dense, "bm25": sparse}), k)
+            t4 = time.perf_counter()
+            for key, dt in zip(t, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                t[key].append(dt * 1000)
+    except Exception as exc:  # the breakdown is a diagnostic, never a reason to fail
+        bc.log_step(f"skipping the hybrid breakdown: {type(exc).__name__}: {exc}")
+        return None
+    return {key: bc.percentile(v, 50) for key, v in t.items()}
+
+
+def profile_hybrid(searcher: Searcher, queries: list[str], k: int) -> list[dict[str, Any]]:
+    prof = cProfile.Profile()
+    prof.enable()
+    for q in queries:
+        searcher.search(q, k=k, mode="hybrid")
+    prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    total = max(stats.total_tt, 1e-9)  # type: ignore[attr-defined]
+    rows = []
+    for (path, line, name), (_, _, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+        label = f"{Path(path).name}:{line}({name})" if line else name
+        rows.append({"function": label, "self_share": tt / total, "total_share": ct / total})
+    rows.sort(key=lambda r: -r["self_share"])
+    return rows[:12]
+
+
+# ---------------------------------------------------------------------------------- cold
+
+
+def gleambrctl() -> str:
+    here = Path(sys.executable).parent / "gleambrctl"
+    if here.is_file():
+        return str(here)
+    found = shutil.which("gleambrctl")
+    if not found:
+        raise SystemExit("gleambrctl not found; run `make install` and use .venv/bin/python")
+    return found
+
+
+def cold_cli(db: Path, runs: int) -> dict[str, Any]:
+    cmd = [gleambrctl(), "search", CLI_QUERY, "--db", str(db)]
+    times = []
+    for _ in range(max(1, runs)):
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        times.append(time.perf_counter() - started)
+        if proc.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
+    started = time.perf_counter()
+    subprocess.run([gleambrctl(), "--help"], capture_output=True, check=False)
+    help_s = time.perf_counter() - started
+    return {"runs": times, "median_seconds": bc.median(times), "help_seconds": help_s}
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def checks(r: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    entry = r["sizes"].get(str(TARGET_SIZE))
+    if entry is None:
+        return out
+    p50 = entry["modes"]["hybrid"]["p50_ms"]
+    out.append(
+        {
+            "name": "warm hybrid p50 @ 10k",
+            "value": p50,
+            "target": f"<= {HYBRID_P50_TARGET_MS:g} ms",
+            "ok": p50 <= HYBRID_P50_TARGET_MS,
+        }
+    )
+    if "cli" in entry:
+        cold = entry["cli"]["median_seconds"]
+        out.append(
+            {
+                "name": "cold CLI search @ 10k (median)",
+                "value": cold,
+                "target": f"<= {COLD_CLI_TARGET_S:g} s",
+                "ok": cold <= COLD_CLI_TARGET_S,
+            }
+        )
+    return out
+
+
+def _size_label(size: str) -> str:
+    n = int(size)
+    return f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+
+def report(r: dict[str, Any]) -> None:
+    if "checks" not in r:
+        return
+    m = r["machine"]
+    rows: list[list[Any]] = []
+    for size, e in r["sizes"].items():
+        label = _size_label(size)
+        for mode, s in e["modes"].items():
+            target = result = ""
+            if mode == "hybrid" and int(size) == TARGET_SIZE:
+                target = f"p50 <= {HYBRID_P50_TARGET_MS:g} ms"
+                result = bc.status(s["p50_ms"] <= HYBRID_P50_TARGET_MS)
+            rows.append(
+                [
+                    label,
+                    f"warm {mode}",
+                    f"{s['p50_ms']:.1f} ms",
+                    f"{s['p95_ms']:.1f} ms",
+                    f"{s['max_ms']:.1f} ms",
+                    f"{s['best_round_p50_ms']:.1f} ms",
+                    target,
+                    result,
+                ]
+            )
+        if "cli" in e:
+            c = e["cli"]
+            target = result = ""
+            if int(size) == TARGET_SIZE:
+                target = f"median <= {COLD_CLI_TARGET_S:g} s"
+                result = bc.status(c["median_seconds"] <= COLD_CLI_TARGET_S)
+            rows.append(
+                [
+                    label,
+                    "cold CLI search",
+                    f"{c['median_seconds']:.2f} s",
+                    "",
+                    f"{max(c['runs']):.2f} s",
+                    f"min {min(c['runs']):.2f} s",
+                    target,
+                    result,
+                ]
+            )
+    bc.print_table(
+        f"query latency  ({r['queries']} queries x {r['args']['rounds']} rounds per mode, "
+        f"k={r['args']['k']}, {m['cpus']} CPUs, "
+        f"load avg "
+        f"{m['load_average_at_start']} -> {m['load_average_at_end']})",
+        ["size", "what", "p50 / median", "p95", "max", "best-round p50", "target", "result"],
+        rows,
+    )
+    detail: list[list[Any]] = []
+    for size, e in r["sizes"].items():
+        b, parts = e["build"], e["hybrid_parts_p50_ms"] or {}
+        detail.append(
+            [
+                _size_label(size),
+                b["chunks"],
+                f"{b['replicate_seconds']:.1f} s",
+                f"{b['fts_seconds']:.1f} s",
+                bc.mb(b["db_bytes"]),
+                f"{e['vector_load_seconds']:.2f} s",
+                " / ".join(f"{parts[k]:.1f}" for k in parts) or "n/a",
+                f"{e['cli']['help_seconds']:.2f} s" if "cli" in e else "",
+                bc.mb(e["peak_rss"]),
+                "n/a" if e["others_cpu"] is None else f"{100 * e['others_cpu']:.0f}%",
+            ]
+        )
+    bc.print_table(
+        "indexes and where hybrid time goes",
+        [
+            "size",
+            "chunks",
+            "replicate",
+            "FTS build",
+            "db file",
+            "vectors load",
+            "hybrid p50 ms: embed / cosine / bm25 / fuse+collapse",
+            "CLI --help",
+            "peak RSS",
+            "other CPU",
+        ],
+        detail,
+    )
+    for size, e in r["sizes"].items():
+        if "profile" not in e:
+            continue
+        bc.print_table(
+            f"cProfile of warm hybrid queries @ {_size_label(size)} (by self time)",
+            ["function", "self", "total"],
+            [
+                [x["function"], f"{100 * x['self_share']:.1f}%", f"{100 * x['total_share']:.1f}%"]
+                for x in e["profile"]
+            ],
+        )
+    busy = [
+        f"{_size_label(size)} {100 * e['others_cpu']:.0f}%"
+        for size, e in r["sizes"].items()
+        if (e["others_cpu"] or 0.0) > NOISY_OTHERS_CPU
+    ]
+    if busy:
+        print(
+            f"WARNING: other processes kept the CPUs busy during the warm runs ({', '.join(busy)}"
+            "); latencies are inflated. Best-round p50 is the closest to a quiet machine."
+        )
+    print()
+    for c in r["checks"]:
+        unit = " ms" if "ms" in c["target"] else " s"
+        print(f"{bc.status(c['ok'])}  {c['name']}: {c['value']:.2f}{unit} (target {c['target']})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

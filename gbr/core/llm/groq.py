@@ -1,0 +1,14 @@
+"""Groq: the OpenAI chat-completions format on Groq's hosted models."""
+
+from __future__ import annotations
+
+from gbr.core.llm.openai_compat import OpenAICompatProvider
+
+
+class GroqProvider(OpenAICompatProvider):
+    key_env = "GROQ_API_KEY"
+    base_url_env = "GBR_GROQ_BASE_URL"
+    model_env = "GBR_GROQ_MODEL"
+    default_base_url = "https://api.groq.com/openai/v1"
+    default_model = "llama-3.3-70b-versatile"
+    key_required = True
