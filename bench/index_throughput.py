@@ -103,7 +103,11 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
     bc.log_step("loading the model")
     model = bc.load_model()
     model.embed_batch(["fn warm_up() { Nil }"] * 4)  # first-run allocations belong to no phase
-    results["model"] = {"id": model.model_id, "batch_size": model.batch_size}
+    results["model"] = {
+        "id": model.model_id,
+        "batch_tokens": model.batch_tokens,
+        "max_batch": model.max_batch,
+    }
 
     # ------------------------------------------------------------------ corpus
     root = work / "corpus"

@@ -34,7 +34,7 @@ class IndexOptions:
     max_bytes: int = DEFAULT_MAX_BYTES
     parsers: int = 2
     in_flight: int = 64  # files between the walker and the writer at once
-    batch_chunks: int = 64
+    batch_chunks: int = 256  # chunks the embedder gathers across files before it sorts and runs
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     faults: FaultPlan | None = None
     timeout: float | None = None  # seconds; None waits as long as work progresses
@@ -159,7 +159,9 @@ def run_index(
         summary.restarts = supervisor.restarts
         summary.dead_letters = supervisor.dead_letters
         summary.seconds = time.monotonic() - started
-        changed = bool(summary.files_indexed or summary.files_dropped or summary.files_removed)
+        # A dropped file keeps its chunks and their search text, so the full-text index
+        # only needs a rebuild when chunks were written or removed.
+        changed = bool(summary.files_indexed or summary.files_removed)
         writer.ask(
             FinishRun(
                 json.dumps(summary.as_dict()), changed=changed or bool(summary.reindex_reason)

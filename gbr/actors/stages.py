@@ -163,7 +163,7 @@ class EmbedderActor(_Stage):
         model: OnnxEmbedder,
         open_store: StoreFactory,
         writer: ChildRef,
-        batch_chunks: int = 64,
+        batch_chunks: int = 256,
         embed_format: str = "header",
         faults: FaultPlan | None = None,
     ) -> None:
