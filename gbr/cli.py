@@ -347,7 +347,7 @@ def ask(
         with Store.open(_find_db(db), read_only=True) as store:
             oracle = Oracle(Searcher(store, _load_model(model_dir)), llm, chosen_reranker)
             streaming = not json_out and llm is not None
-            answer = oracle.answer(question, options, _print_token if streaming else None)
+            answer = _ask_oracle(oracle, question, options, _print_token if streaming else None)
         if streaming:
             sys.stdout.write("\n")
         _render_answer(answer, json_out, dry_run, missing)
@@ -355,6 +355,19 @@ def ask(
             raise typer.Exit(missing.exit_code)
         if answer.error is not None:
             raise typer.Exit(ProviderError.exit_code)
+
+
+def _ask_oracle(oracle: Any, question: str, options: Any, on_token: Any) -> Any:
+    """Through the Oracle actor, under its supervisor, as the daemon will do it."""
+    from gbr.actors.oracle import AskQuestion, ask, start_oracle
+    from gbr.actors.supervisor import Supervisor
+
+    supervisor = Supervisor()
+    child = start_oracle(supervisor, oracle)
+    try:
+        return ask(child, AskQuestion(question, options, on_token))
+    finally:
+        supervisor.stop_all()
 
 
 def _print_token(delta: str) -> None:
