@@ -30,7 +30,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(highlight=False)
+# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns.
+out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False)
 T = TypeVar("T")
 
