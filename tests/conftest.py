@@ -33,22 +33,25 @@ def example_copy(tmp_path: Path) -> Path:
     return dest
 
 
+def write_tree(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Write {relative path: text or bytes} under root, making folders as needed."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
 @pytest.fixture
 def make_package(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
     """Write a package from {relative path: content}; gleam.toml is added when missing."""
 
     def make(files: dict[str, str | bytes], name: str = "pkg") -> Path:
-        root = tmp_path / name
-        root.mkdir(parents=True, exist_ok=True)
         files = {"gleam.toml": f'name = "{name}"\nversion = "1.0.0"\n', **files}
-        for rel, content in files.items():
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content, encoding="utf-8")
-        return root
+        return write_tree(tmp_path / name, files)
 
     return make
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from tree_sitter import Node, Parser
 
-from gbr.core.records import Chunk, ChunkKind, FileProblem, SourceFile
+from gbr.core.records import Chunk, ChunkKind, FileProblem, SourceFile, Visibility
 
 # Bump when the chunks produced for the same source change: the store then re-indexes.
 CHUNKER_VERSION = "4"
@@ -339,15 +339,29 @@ def _module_chunks(
         ranges = [(p[0].start_point.row, _end_row(p[-1])) for p in paragraphs]
         units = _units(ranges, start, end)
         spans = _pack(units, src, count_tokens, _budget(signature, count_tokens, limits))
+    yield from _parts(source, src, spans, "module", source.module, signature, "pub", doc)
+
+
+def _parts(
+    source: SourceFile,
+    src: _Text,
+    spans: Sequence[tuple[int, int]],
+    kind: ChunkKind,
+    name: str,
+    signature: str,
+    visibility: Visibility,
+    doc: str,
+) -> Iterator[Chunk]:
+    """One chunk per span of a node; later parts carry the signature as their header."""
     for part, (first, last) in enumerate(spans):
         yield Chunk(
             path=source.path,
             module=source.module,
             package=source.package,
-            kind="module",
-            name=source.module,
+            kind=kind,
+            name=name,
             signature=signature,
-            visibility="pub",
+            visibility=visibility,
             start_line=first + 1,
             end_line=last + 1,
             part=part,
@@ -384,25 +398,11 @@ def _definition_chunks(
     name = _name(node, src)
     signature = _signature(node, src)
     doc = _doc(group.leading, src, "statement_comment", "///")
-    visibility = "pub" if any(c.type == "visibility_modifier" for c in node.children) else "private"
+    visibility: Visibility = (
+        "pub" if any(c.type == "visibility_modifier" for c in node.children) else "private"
+    )
     spans = _split_spans(group, src, signature, count_tokens, limits)
-    for part, (first, last) in enumerate(spans):
-        yield Chunk(
-            path=source.path,
-            module=source.module,
-            package=source.package,
-            kind=kind,
-            name=name,
-            signature=signature,
-            visibility=visibility,
-            start_line=first + 1,
-            end_line=last + 1,
-            part=part,
-            parts=len(spans),
-            doc=doc,
-            text=src.rows(first, last),
-            header=signature if part > 0 else "",
-        )
+    yield from _parts(source, src, spans, kind, name, signature, visibility, doc)
 
 
 def _name(node: Node, src: _Text) -> str:

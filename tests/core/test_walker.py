@@ -18,6 +18,7 @@ import pytest
 import gbr
 from gbr.core.records import FileProblem, SourceFile
 from gbr.core.walker import FoundFile, WalkOptions, read_file, walk
+from tests.conftest import write_tree
 
 MakePackage = Callable[..., Path]
 SETPRIV = "/usr/bin/setpriv"
@@ -35,15 +36,7 @@ def paths(root: Path, options: WalkOptions | None = None) -> list[str]:
     return [f.path for f in found(root, options)]
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
+write = write_tree
 
 
 def found_file(root: Path, rel: str) -> FoundFile:
