@@ -406,6 +406,58 @@ def _render_answer(answer: Any, json_out: bool, dry_run: bool, missing: Exceptio
 
 
 @app.command()
+def chat(
+    path: Annotated[Path, typer.Argument(help="The Gleam package to talk about.")] = Path("."),
+    provider: Annotated[
+        str | None,
+        typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
+    ] = None,
+    model: Annotated[str | None, typer.Option("--model", help="The provider's model.")] = None,
+    k: Annotated[int, typer.Option("-k", min=1, max=50, help="Most chunks to send.")] = 8,
+    budget: Annotated[
+        int,
+        typer.Option("--budget", min=200, help="Estimated tokens for context and history."),
+    ] = 3000,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
+    ] = None,
+    db: DbOption = None,
+    model_dir: ModelDirOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Talk to the code: questions get streamed, cited answers; /help lists the slash commands."""
+    with _errors(debug):
+        from gbr.chat import (
+            ChatSession,
+            ChatSettings,
+            LocalBackend,
+            Views,
+            run_interactive,
+            run_piped,
+        )
+        from gbr.core.errors import ConfigError
+
+        root = path.resolve()
+        if not root.is_dir():
+            raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+        backend = LocalBackend(root, lambda: _load_model(model_dir), db=db)
+        views = Views(_print_hits, _print_summary, lambda: _progress_bar(err.is_terminal))
+        settings = ChatSettings(
+            provider=provider, model=model, timeout=timeout, max_chunks=k, budget=budget
+        )
+        session = ChatSession(backend, out, views, settings, debug=debug)
+        try:
+            if sys.stdin.isatty() and sys.stdout.isatty():
+                code = run_interactive(session, root / ".gbr" / "chat_history")
+            else:
+                code = run_piped(session, sys.stdin)
+        finally:
+            backend.close()
+        raise typer.Exit(code)
+
+
+@app.command()
 def status(
     db: DbOption = None,
     json_out: JsonOption = False,

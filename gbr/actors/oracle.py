@@ -7,11 +7,17 @@ factory and the next question finds it there.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pykka
+
 from gbr.actors.faults import FaultPlan
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
+from gbr.core.errors import SupervisionError
+from gbr.core.llm.base import Message
 from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
 
 
@@ -22,6 +28,10 @@ class AskQuestion:
     question: str
     options: AskOptions
     on_token: TokenSink | None = None
+    history: Sequence[Message] = ()
+    """Earlier turns of a conversation, oldest first (a chat's follow-up questions)."""
+    cancel: threading.Event | None = None
+    """Set by the caller to stop the stream at its next delta (Ctrl-C in a chat)."""
 
 
 class OracleActor(SupervisedActor):
@@ -41,7 +51,13 @@ class OracleActor(SupervisedActor):
         if isinstance(message, AskQuestion):
             if self._faults is not None:
                 self._faults.check(self._child_name, message)
-            return self.oracle.answer(message.question, message.options, message.on_token)
+            return self.oracle.answer(
+                message.question,
+                message.options,
+                message.on_token,
+                history=message.history,
+                cancel=message.cancel,
+            )
         return None
 
 
@@ -56,3 +72,22 @@ def start_oracle(
 def ask(child: ChildRef, question: AskQuestion, timeout: float | None = None) -> Answer:
     answer: Answer = child.ask(question, timeout=timeout)
     return answer
+
+
+class _Wake:
+    """A no-op question: asking it restarts a dead Oracle through its supervisor."""
+
+
+def ask_later(child: ChildRef, question: AskQuestion) -> pykka.Future[Answer]:
+    """The answer as a future, so the caller can wait, take Ctrl-C, cancel, and wait again.
+
+    `ChildRef.ask` blocks, and an interrupted block would lose the answer in flight.
+    """
+    ref = child.actor_ref
+    if ref is not None and not ref.is_alive():
+        child.ask(_Wake())  # restarts the dead incarnation, then answers None
+        ref = child.actor_ref
+    if ref is None:
+        raise SupervisionError("the oracle is stopped; start the chat again")
+    future: pykka.Future[Answer] = ref.ask(question, block=False)
+    return future

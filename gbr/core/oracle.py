@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +22,8 @@ from gbr.core.prompt import (
     ContextChunk,
     check_citations,
     edges_first,
+    fit_history,
+    message_tokens,
     render_context,
     select,
     user_prompt,
@@ -44,6 +46,7 @@ class AskOptions:
     hyde_timeout: float = 2.0
     dry_run: bool = False
     max_answer_tokens: int = 1024
+    history_share: float = 0.5  # of the budget, at most, for earlier turns of a conversation
 
 
 @dataclass
@@ -59,6 +62,9 @@ class Answer:
     reranker: str | None = None
     hyde: str = "off"  # off | used | timed_out | failed
     error: str | None = None
+    history_sent: int = 0  # earlier messages (user and assistant) sent with the question
+    history_trimmed: int = 0  # earlier messages left out to keep within the budget
+    cancelled: bool = False  # the caller stopped the stream; `text` is what came before
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -170,33 +176,65 @@ class Oracle:
             weights={"question": 2.0, "hyde": 1.0},
         )
 
-    def prepare(self, question: str, options: AskOptions, answer: Answer) -> None:
+    def prepare(
+        self,
+        question: str,
+        options: AskOptions,
+        answer: Answer,
+        history: Sequence[Message] = (),
+    ) -> None:
+        """Retrieve for `question` alone, then fit earlier turns and context into the budget.
+
+        Earlier turns take at most `history_share` of the budget, newest first, and the
+        context gets what they leave; with no history the context has the whole budget.
+        """
         hits = self.retrieve(question, options, answer)
         hits = [h for h in hits][: max(options.max_chunks * 3, options.max_chunks)]
-        answer.chunks = edges_first(select(hits, options.budget, options.max_chunks))
+        turns = fit_history(history, int(options.budget * options.history_share))
+        answer.history_sent = len(turns)
+        answer.history_trimmed = sum(m.role != "system" for m in history) - len(turns)
+        budget = options.budget - message_tokens(turns)
+        answer.chunks = edges_first(select(hits, budget, options.max_chunks))
         answer.messages = [
             Message("system", SYSTEM_PROMPT),
+            *turns,
             Message("user", user_prompt(question, render_context(answer.chunks))),
         ]
 
     def answer(
-        self, question: str, options: AskOptions, on_token: TokenSink | None = None
+        self,
+        question: str,
+        options: AskOptions,
+        on_token: TokenSink | None = None,
+        history: Sequence[Message] = (),
+        cancel: threading.Event | None = None,
     ) -> Answer:
-        """Retrieve and, unless dry-run or no provider, stream the LLM's answer."""
+        """Retrieve and, unless dry-run or no provider, stream the LLM's answer.
+
+        `history` holds earlier user and assistant turns of a conversation (see `prepare`).
+        Setting `cancel` stops the stream at its next delta and closes the response, so a
+        chat can take Ctrl-C without leaving a request running; the answer says `cancelled`.
+        """
         started = time.perf_counter()
         result = Answer(question=question)
         if self.provider is not None:
             result.provider, result.model = self.provider.name, self.provider.model
-        self.prepare(question, options, result)
+        self.prepare(question, options, result, history)
         if options.dry_run or self.provider is None:
             result.timings["total"] = time.perf_counter() - started
             return result
         parts: list[str] = []
         ask_started = time.perf_counter()
+        stream = None
         try:
-            for delta in self.provider.stream(
-                result.messages, max_tokens=options.max_answer_tokens
-            ):
+            if cancel is not None and cancel.is_set():
+                result.cancelled = True
+            else:
+                stream = self.provider.stream(result.messages, max_tokens=options.max_answer_tokens)
+            for delta in stream or ():
+                if cancel is not None and cancel.is_set():
+                    result.cancelled = True
+                    break
                 if not parts:
                     result.timings["first_token"] = time.perf_counter() - started
                 parts.append(delta)
@@ -205,6 +243,10 @@ class Oracle:
         except ProviderError as exc:
             result.error = str(exc)
             log().warning("ask_failed", provider=self.provider.name, error=type(exc).__name__)
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()  # a generator's close ends its `with`, and so the HTTP response
         result.text = "".join(parts)
         result.timings["llm"] = time.perf_counter() - ask_started
         result.citations = check_citations(result.text, result.chunks)

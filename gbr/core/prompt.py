@@ -21,6 +21,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gbr.core.llm.base import Message
 from gbr.core.records import Hit
 
 # Tokens are estimated, not counted: the LLM's tokenizer is not ours to load. 3.5
@@ -116,6 +117,39 @@ def render_context(chunks: Sequence[ContextChunk]) -> str:
 
 def user_prompt(question: str, context: str) -> str:
     return f"Context:\n\n{context}\nQuestion: {question}"
+
+
+# Role and framing tokens every chat message costs on top of its text (OpenAI counts 3-4).
+MESSAGE_OVERHEAD = 4
+
+
+def message_tokens(messages: Sequence[Message]) -> int:
+    return sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in messages)
+
+
+def fit_history(history: Sequence[Message], budget: int) -> list[Message]:
+    """The newest whole turns of a conversation that fit `budget` estimated tokens.
+
+    A turn is a user message and the replies after it; turns are dropped oldest first and
+    never cut in half, so the model never sees an answer without its question. Once a turn
+    does not fit, older ones go too: a gap in the middle would misplace what "it" refers to.
+    """
+    turns: list[list[Message]] = []
+    for message in history:
+        if message.role == "system":
+            continue
+        if message.role == "user" or not turns:
+            turns.append([])
+        turns[-1].append(message)
+    kept: list[list[Message]] = []
+    used = 0
+    for turn in reversed(turns):
+        cost = message_tokens(turn)
+        if used + cost > budget:
+            break
+        kept.append(turn)
+        used += cost
+    return [m for turn in reversed(kept) for m in turn]
 
 
 # path:line or path:start-end, where path ends in .gleam

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +15,10 @@ import structlog
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.llm.base import ProviderSettings
+from gbr.core.llm.base import Message, ProviderSettings
 from gbr.core.llm.openai_compat import OpenAICompatProvider
 from gbr.core.oracle import AskOptions, Oracle
-from gbr.core.prompt import HYDE_SYSTEM_PROMPT, SYSTEM_PROMPT
+from gbr.core.prompt import HYDE_SYSTEM_PROMPT, SYSTEM_PROMPT, estimate_tokens, message_tokens
 from gbr.core.rerank import LlmReranker
 from gbr.core.search import Searcher
 from gbr.core.store import Store
@@ -194,3 +195,65 @@ def test_no_timing_is_asserted_but_all_phases_are_recorded(
     answer = Oracle(searcher, provider(fake_llm)).answer(QUESTION, AskOptions(hyde=False))
     assert {"retrieve", "llm", "total"} <= set(answer.timings)
     assert answer.timings["total"] <= time.perf_counter() - started + 1e-6
+
+
+def test_history_goes_between_the_system_prompt_and_the_question(
+    searcher: Searcher, fake_llm: FakeLlm
+) -> None:
+    history = [Message("user", "what is an Isbn?"), Message("assistant", "An opaque type.")]
+    oracle = Oracle(searcher, provider(fake_llm))
+    answer = oracle.answer("and how is it made?", AskOptions(hyde=False), history=history)
+    [request] = fake_llm.requests
+    assert request.messages[0] == ("system", SYSTEM_PROMPT)
+    assert request.messages[1:3] == [("user", "what is an Isbn?"), ("assistant", "An opaque type.")]
+    assert request.messages[3][1].endswith("Question: and how is it made?")
+    assert answer.history_sent == 2 and answer.history_trimmed == 0
+
+
+def test_without_history_the_prompt_is_unchanged(searcher: Searcher) -> None:
+    oracle = Oracle(searcher, None)
+    plain = oracle.answer(QUESTION, AskOptions(dry_run=True))
+    empty = oracle.answer(QUESTION, AskOptions(dry_run=True), history=())
+    assert plain.messages == empty.messages and len(plain.messages) == 2
+
+
+def test_history_and_context_share_the_budget(searcher: Searcher) -> None:
+    old = [Message("user", "old question"), Message("assistant", "o" * 1400)]  # 400 tokens
+    new = [Message("user", "new question"), Message("assistant", "n" * 700)]  # 200 tokens
+    options = AskOptions(dry_run=True, budget=1200, max_chunks=20)
+    answer = Oracle(searcher, None).answer(QUESTION, options, history=old + new)
+    assert answer.messages[1:3] == new  # the older turn did not fit half of the budget
+    assert answer.history_sent == 2 and answer.history_trimmed == 2
+    context = sum(c.tokens for c in answer.chunks)
+    assert context + message_tokens(new) <= 1200
+    alone = Oracle(searcher, None).answer(QUESTION, options)
+    assert sum(c.tokens for c in alone.chunks) > context  # without history, more context fits
+    assert estimate_tokens(answer.messages[-1].content) < estimate_tokens(
+        alone.messages[-1].content
+    )
+
+
+def test_cancel_stops_the_stream_and_keeps_what_came(searcher: Searcher, fake_llm: FakeLlm) -> None:
+    fake_llm.script(Reply(chunks=["one ", "two ", "three ", "four"]))
+    cancel = threading.Event()
+    tokens: list[str] = []
+
+    def on_token(delta: str) -> None:
+        tokens.append(delta)
+        cancel.set()  # as Ctrl-C would, right after the first delta
+
+    answer = Oracle(searcher, provider(fake_llm)).answer(
+        QUESTION, AskOptions(hyde=False), on_token, cancel=cancel
+    )
+    assert answer.cancelled and answer.error is None
+    assert tokens == ["one "] and answer.text == "one "
+
+
+def test_a_cancel_before_the_stream_sends_nothing(searcher: Searcher, fake_llm: FakeLlm) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    answer = Oracle(searcher, provider(fake_llm)).answer(
+        QUESTION, AskOptions(hyde=False), cancel=cancel
+    )
+    assert answer.cancelled and answer.chunks and answer.text == ""
+    assert fake_llm.requests == []

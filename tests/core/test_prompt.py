@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from gbr.core.llm.base import Message
 from gbr.core.prompt import (
     ContextChunk,
     check_citations,
     chunk_header,
     edges_first,
     estimate_tokens,
+    fit_history,
+    message_tokens,
     render_context,
     select,
 )
@@ -90,3 +93,33 @@ def test_citations_inside_sent_chunks_are_known_others_flagged() -> None:
 def test_token_estimate_is_documented_chars_per_token() -> None:
     assert estimate_tokens("x" * 35) == 10
     assert estimate_tokens("") == 0
+
+
+def test_history_keeps_the_newest_whole_turns_that_fit() -> None:
+    turns = [
+        Message("user", "q1"),
+        Message("assistant", "a" * 350),  # 100 estimated tokens
+        Message("user", "q2"),
+        Message("assistant", "b" * 350),
+        Message("user", "q3"),
+        Message("assistant", "c" * 35),
+    ]
+    assert fit_history(turns, 10_000) == turns
+    kept = fit_history(turns, 150)
+    assert kept == turns[2:]  # q1 went first; q2 and q3 stay whole
+    assert message_tokens(kept) <= 150
+    assert fit_history(turns, 20) == turns[4:]
+    assert fit_history(turns, 5) == []
+    assert fit_history([], 100) == []
+
+
+def test_history_never_keeps_a_newer_turn_behind_a_gap() -> None:
+    turns = [
+        Message("user", "q1"),
+        Message("assistant", "short"),
+        Message("user", "q2"),
+        Message("assistant", "x" * 3500),  # too big alone
+        Message("user", "q3"),
+        Message("assistant", "short"),
+    ]
+    assert fit_history(turns, 100) == turns[4:]

@@ -1,0 +1,47 @@
+"""A small copy of the example indexed once per module, and a clean environment for `chat`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLE, SMALL_FILES
+
+CTL = str(Path(sys.executable).parent / "gleambrctl")
+PROVIDER_VARS = (
+    "GROQ_API_KEY",
+    "GEMINI_API_KEY",
+    "GBR_OPENAI_BASE_URL",
+    "GBR_OPENAI_API_KEY",
+    "GBR_GROQ_BASE_URL",
+    "GBR_GEMINI_BASE_URL",
+    "GBR_RERANK_MODEL_DIR",
+)
+
+
+def copy_small(dest: Path) -> Path:
+    for rel in SMALL_FILES:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(EXAMPLE / rel, dest / rel)
+    return dest
+
+
+def chat_env(package: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """No provider unless `extra` sets one; wide, colourless output; a private GBR_HOME."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    env.update({"COLUMNS": "200", "NO_COLOR": "1", "GBR_HOME": str(package.parent / "home")})
+    return {**env, **(extra or {})}
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Five files of the example, indexed once for the module's read-only sessions."""
+    root = copy_small(tmp_path_factory.mktemp("chat") / "small")
+    done = subprocess.run([CTL, "index", str(root)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return root
