@@ -23,7 +23,7 @@ from tree_sitter import Node, Parser
 from gbr.core.records import Chunk, ChunkKind, FileProblem, SourceFile, Visibility
 
 # Bump when the chunks produced for the same source change: the store then re-indexes.
-CHUNKER_VERSION = "4"
+CHUNKER_VERSION = "5"
 
 TokenCounter = Callable[[str], int]
 
@@ -437,6 +437,9 @@ def _signature(node: Node, src: _Text) -> str:
     return signature
 
 
+_LITERALS = {"string", "integer", "float"}
+
+
 def _tokens(node: Node, stop: int, src: _Text) -> Iterator[tuple[str, bool]]:
     """The leaf tokens of node that start before byte `stop`, comments left out, each with
     whether whitespace stood before it. A string literal is one token, kept verbatim."""
@@ -446,7 +449,8 @@ def _tokens(node: Node, stop: int, src: _Text) -> Iterator[tuple[str, bool]]:
         current = stack.pop()
         if current.start_byte >= stop or current.type in _COMMENTS:
             continue
-        if current.child_count and current.type != "string":
+        # Literals are leaves: `-1` is an `integer` whose only child is the `-`.
+        if current.child_count and current.type not in _LITERALS:
             stack.extend(reversed(current.children))
             continue
         text = src.of(current)

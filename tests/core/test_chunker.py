@@ -724,3 +724,11 @@ def test_legacy_target_groups_and_external_fns_are_chunked(chunk: Chunker) -> No
 def test_chunking_is_deterministic(chunk: Chunker) -> None:
     source = (EXAMPLE / "src/bookshelf/worker.gleam").read_bytes()
     assert chunk(source) == chunk(source)
+
+
+def test_signature_keeps_negative_and_float_literals(chunk: Chunker) -> None:
+    chunks = chunks_of(chunk, "pub const never = -1\n\nconst ratio: Float = -0.5\n")
+    assert [c.signature for c in chunks] == [
+        "pub const never = -1",
+        "const ratio: Float = -0.5",
+    ]
