@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gbr.actors.coordinator import Progress
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.records import Hit, IndexSummary
+    from gbr.daemon.client import DaemonClient
 
 app = typer.Typer(
     name="gleambrctl",
@@ -91,6 +92,26 @@ def _find_db(db: Path | None) -> Path:
     )
 
 
+def _daemon_client(db: Path) -> DaemonClient | None:
+    """A client for the daemon serving `db`, when one runs: DuckDB then lets only it in.
+
+    With no daemon this costs one failed file read; a stale discovery file left by a
+    daemon that died is removed, with a note.
+    """
+    from gbr.daemon.discovery import DaemonInfo, find_daemon
+
+    def stale(info: DaemonInfo | None, why: str) -> None:
+        owner = f" left by pid {info.pid}" if info is not None else ""
+        err.print(f"[dim]note: removed a stale daemon.json{owner} ({escape(why)})[/dim]")
+
+    info = find_daemon(db, on_stale=stale)
+    if info is None:
+        return None
+    from gbr.daemon.client import DaemonClient
+
+    return DaemonClient(info)
+
+
 def _parse_size(text: str) -> int:
     from gbr.core.errors import ConfigError
 
@@ -146,16 +167,36 @@ def index(
             include_deps=include_deps,
             max_bytes=_parse_size(max_file_size),
         )
-        model = _load_model(model_dir)
-        show_bar = not json_out and err.is_terminal
-        with _progress_bar(show_bar) as on_progress:
-            summary = run_index(options, model, progress=on_progress)
+        client = _daemon_client(db_path)
+        if client is not None:
+            summary = _index_through(client, root, db_path, quiet=json_out)
+        else:
+            model = _load_model(model_dir)
+            show_bar = not json_out and err.is_terminal
+            with _progress_bar(show_bar) as on_progress:
+                summary = run_index(options, model, progress=on_progress)
         if json_out:
             out.print_json(json.dumps(summary.as_dict()))
         else:
             _print_summary(summary)
         if strict and summary.files_dropped:
             raise typer.Exit(1)
+
+
+def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> IndexSummary:
+    """A full pass run by the daemon that serves `db`, with the daemon's own options."""
+    from gbr.core.errors import ConfigError
+    from gbr.core.records import IndexSummary
+
+    with client:
+        if Path(client.info.root) != root:
+            raise ConfigError(
+                f"the daemon serving {db} (pid {client.info.pid}) indexes {client.info.root}, "
+                f"not {root}; stop it, or pass --db with another file"
+            )
+        if not quiet:
+            err.print(f"[dim]indexing through the daemon (pid {client.info.pid})[/dim]")
+        return IndexSummary.from_dict(client.index())
 
 
 @contextmanager
@@ -237,7 +278,14 @@ def search(
         if bad:
             raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
-        with Store.open(_find_db(db), read_only=True) as store:
+        db_path = _find_db(db)
+        client = _daemon_client(db_path)
+        if client is not None:
+            body = {"k": k, "mode": mode, "path": in_path, "module": module, "kinds": kind or []}
+            with client:
+                _search_through(client, query, body, json_out)
+            return
+        with Store.open(db_path, read_only=True) as store:
             searcher = Searcher(store, _load_model(model_dir))
             if query == "-":
                 for line in sys.stdin:
@@ -255,6 +303,24 @@ def search(
 
 def _search_json(query: str, mode: str, hits: list[Hit]) -> dict[str, Any]:
     return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}
+
+
+def _search_through(client: DaemonClient, query: str, body: dict[str, Any], json_out: bool) -> None:
+    """`search` answered by the daemon: the same JSON, the same rendering."""
+    from gbr.core.records import Hit
+
+    if query == "-":
+        for line in sys.stdin:
+            if line.strip():
+                data = client.search({**body, "query": line.strip()})
+                sys.stdout.write(json.dumps(data) + "\n")
+                sys.stdout.flush()
+        return
+    data = client.search({**body, "query": query})
+    if json_out:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    else:
+        _print_hits([Hit(**hit) for hit in data["results"]])
 
 
 def _print_hits(hits: list[Hit]) -> None:
@@ -330,6 +396,24 @@ def ask(
         from gbr.core.store import Store
 
         options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
+        db_path = _find_db(db)
+        client = _daemon_client(db_path)
+        if client is not None:
+            if reranker is not None or timeout is not None:
+                err.print("[dim]note: --reranker and --timeout are the daemon's own settings[/dim]")
+            body = {
+                "question": question,
+                "k": k,
+                "budget": budget,
+                "rerank": rerank,
+                "hyde": hyde,
+                "dry_run": dry_run,
+                "provider": provider,
+                "model": model,
+            }
+            with client:
+                code = _ask_through(client, body, json_out, dry_run)
+            raise typer.Exit(code)
         llm = None
         missing: MissingKeyError | None = None
         if not dry_run:
@@ -377,32 +461,56 @@ def _print_token(delta: str) -> None:
 
 
 def _render_answer(answer: Any, json_out: bool, dry_run: bool, missing: Exception | None) -> None:
-    from gbr.core.prompt import render_context
+    data = answer.as_dict()
+    if dry_run:
+        data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
+    if missing is not None:
+        data["error"] = str(missing)
+    _render_answer_data(data, json_out, dry_run)
+
+
+def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> None:
+    """Render the `ask --json` object, whether it was made here or by a daemon."""
+    from gbr.core.prompt import ContextChunk, render_context
+    from gbr.core.records import Hit
 
     if json_out:
-        data = answer.as_dict()
-        if dry_run:
-            data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
-        if missing is not None:
-            data["error"] = str(missing)
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
         return
     if dry_run:
-        for message in answer.messages:
-            sys.stdout.write(f"----- {message.role} -----\n{message.content}\n")
+        for message in data.get("prompt", []):
+            sys.stdout.write(f"----- {message['role']} -----\n{message['content']}\n")
         return
-    if missing is not None or answer.error is not None:
-        reason = str(missing) if missing is not None else answer.error
-        err.print(f"[red]error:[/red] {escape(reason)}")
+    if data.get("error") is not None:
+        err.print(f"[red]error:[/red] {escape(data['error'])}")
         err.print("[dim]the context that was retrieved:[/dim]")
-        sys.stdout.write(render_context(answer.chunks))
+        fields = set(Hit.__slots__)
+        chunks = [
+            ContextChunk(
+                Hit(**{k: v for k, v in c.items() if k in fields}), c["text"], c["truncated"]
+            )
+            for c in data["chunks"]
+        ]
+        sys.stdout.write(render_context(chunks))
         return
-    unknown = [c for c in answer.citations if not c.known]
-    sources = ", ".join(f"{c.hit.path}:{c.hit.start_line}" for c in answer.chunks[:5])
+    sources = ", ".join(f"{c['path']}:{c['start_line']}" for c in data["chunks"][:5])
     err.print(f"[dim]sources: {escape(sources)}[/dim]")
-    if unknown:
-        listed = ", ".join(f"{c.path}:{c.line}" for c in unknown)
+    if data["unknown_citations"]:
+        listed = ", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"])
         err.print(f"[yellow]not in the context sent:[/yellow] {escape(listed)}")
+
+
+def _ask_through(client: DaemonClient, body: dict[str, Any], json_out: bool, dry_run: bool) -> int:
+    """`ask` answered by the daemon, streamed the same way; returns the exit code."""
+    from gbr.core.errors import MissingKeyError
+
+    streaming = not json_out and not dry_run
+    data = client.ask(body, _print_token if streaming else None)
+    code = int(data.pop("exit_code", 0))
+    if streaming and code != MissingKeyError.exit_code:
+        sys.stdout.write("\n")  # as a local run does once a provider was found
+    _render_answer_data(data, json_out, dry_run)
+    return code
 
 
 @app.command()
@@ -465,24 +573,26 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with _errors(debug):
-        from gbr.core.store import Store
+        from gbr.core.store import Store, status_report
 
         db_path = _find_db(db)
-        with Store.open(db_path, read_only=True) as store:
-            meta = store.meta()
-            report = {
-                "db": str(db_path),
-                "db_bytes": db_path.stat().st_size,
-                "root": meta.get("root"),
-                "model_id": meta.get("model_id"),
-                "chunker_version": meta.get("chunker_version"),
-                **store.counts(),
-                "dropped": store.failed_files(),
-                "last_run": store.last_run(),
-            }
+        client = _daemon_client(db_path)
+        if client is not None:
+            with client:
+                report = client.status()
+        else:
+            with Store.open(db_path, read_only=True) as store:
+                report = status_report(store)
         if json_out:
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
             return
+        if "pid" in report:
+            out.print(
+                f"daemon pid {report['pid']} at http://{report['host']}:{report['port']}, "
+                f"up {report['uptime_seconds']:.0f} s, watcher {report['watcher']}, "
+                f"{report['restarts']} restarts, {report['queue_depth']} queued"
+                + (f", indexing ({report['indexing']})" if report["indexing"] else "")
+            )
         out.print(f"index  {escape(report['db'])} ({report['db_bytes'] / 1e6:.1f} MB)")
         out.print(f"root   {escape(str(report['root']))}")
         out.print(f"model  {report['model_id']} (chunker v{report['chunker_version']})")
@@ -501,6 +611,83 @@ def status(
             out.print(
                 f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
+
+
+@app.command()
+def serve(
+    path: Annotated[Path, typer.Argument(help="Package, or folder of packages.")] = Path("."),
+    host: Annotated[
+        str,
+        typer.Option("--host", help="Interface to listen on; other than loopback needs --token."),
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one (printed).")] = 7717,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="GBR_TOKEN",
+            help="Clients must send `Authorization: Bearer TOKEN`.",
+            show_default=False,
+        ),
+    ] = None,
+    db: DbOption = None,
+    model_dir: ModelDirOption = None,
+    debounce_ms: Annotated[
+        int,
+        typer.Option("--debounce-ms", min=0, help="Longest wait to group file changes."),
+    ] = 200,
+    json_logs: Annotated[
+        bool,
+        typer.Option("--json-logs/--no-json-logs", help="Echo structlog JSON lines to stderr."),
+    ] = True,
+    include_deps: Annotated[
+        bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
+    ] = False,
+    max_file_size: Annotated[
+        str, typer.Option("--max-file-size", help="Skip files larger than this.")
+    ] = "1MB",
+    debug: DebugOption = False,
+) -> None:
+    """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
+    with _errors(debug):
+        from gbr.actors.faults import parse_faults
+        from gbr.actors.pipeline import default_db
+        from gbr.core import telemetry
+        from gbr.core.errors import ConfigError
+        from gbr.daemon.discovery import DaemonInfo
+        from gbr.daemon.server import serve as run_daemon
+        from gbr.daemon.service import DaemonConfig
+
+        root = path.resolve()
+        if not root.is_dir():
+            raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+        db_path = (db or default_db(root)).resolve()
+        try:
+            faults = parse_faults(os.environ.get("GBR_FAULTS"))
+        except ValueError as exc:
+            raise ConfigError(f"GBR_FAULTS: {exc}") from None
+        telemetry.configure(db_path.parent / "events.jsonl", echo=json_logs)
+        config = DaemonConfig(
+            root=root,
+            db=db_path,
+            host=host,
+            port=port,
+            token=token or None,
+            debounce_ms=debounce_ms,
+            include_deps=include_deps,
+            max_bytes=_parse_size(max_file_size),
+            faults=faults,
+        )
+
+        def announce(info: DaemonInfo) -> None:
+            out.print(f"serving {escape(info.db)} at {info.url} (pid {info.pid}); Ctrl-C stops it")
+            sys.stdout.flush()
+
+        def note(message: str) -> None:
+            err.print(f"[dim]note: {escape(message)}[/dim]")
+
+        code = run_daemon(config, lambda: _load_model(model_dir), announce, note)
+        raise typer.Exit(code)
 
 
 def main() -> None:

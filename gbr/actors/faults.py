@@ -34,3 +34,24 @@ class FaultPlan:
             raise InjectedCrash(
                 f"injected crash in {stage} on message {n} ({type(message).__name__})"
             )
+
+
+def parse_faults(spec: str | None) -> FaultPlan | None:
+    """A plan from `stage@n[,stage@n...]` or `stage@always`, as `GBR_FAULTS` spells it.
+
+    It lets a drill crash a running daemon's actors on purpose, from outside the process.
+    """
+    if not spec or not spec.strip():
+        return None
+    plan = FaultPlan()
+    for item in spec.split(","):
+        stage, sep, when = item.strip().partition("@")
+        if not sep or not stage:
+            raise ValueError(f"bad fault {item.strip()!r}; write it as stage@N or stage@always")
+        if when == "always":
+            plan.always.add(stage)
+        elif when.isdigit() and int(when) > 0:
+            plan.crash_at.setdefault(stage, set()).add(int(when))
+        else:
+            raise ValueError(f"bad fault {item.strip()!r}; N must be a positive number")
+    return plan

@@ -39,6 +39,12 @@ class IndexOptions:
     faults: FaultPlan | None = None
     timeout: float | None = None  # seconds; None waits as long as work progresses
     embed_format: str = DEFAULT_EMBED_FORMAT
+    # Relative paths (files or folders) that changed or vanished: only these are walked, and
+    # a listed path no longer found is removed. None indexes the whole tree.
+    only: frozenset[str] | None = None
+    # Set it to end a run early (a daemon shutting down): files already written are kept,
+    # and the full-text index is still rebuilt for them.
+    cancel: threading.Event | None = None
 
 
 def default_db(root: Path) -> Path:
@@ -65,8 +71,11 @@ def run_index(
             dim=model.dim,
             embed_format=options.embed_format,
         )
-        _check_root(store, root, options.db)
+        check_root(store, root, options.db)
         states = store.file_states()
+    only = options.only
+    if only is not None and (summary.reindex_reason or "" in only or "." in only):
+        only = None  # the tables were wiped (or the root itself is listed): walk everything
 
     def open_store() -> Store:
         return Store.open(options.db)
@@ -139,7 +148,9 @@ def run_index(
                 supervisor,
                 "walker",
                 root=root,
-                options=WalkOptions(include_deps=options.include_deps, max_bytes=options.max_bytes),
+                options=WalkOptions(
+                    include_deps=options.include_deps, max_bytes=options.max_bytes, only=only
+                ),
                 states=states,
                 parsers=parsers,
                 writer=writer,
@@ -150,10 +161,13 @@ def run_index(
             ),
         )
         walker.tell(ScanTree())
-        if not finished.wait(options.timeout):
+        if not _wait(finished, options.timeout, options.cancel):
             raise SupervisionError(
                 f"indexing did not finish within {options.timeout:g} s; run again with --debug"
             )
+        if options.cancel is not None and options.cancel.is_set():
+            abort.set()  # the walker stops; files in flight may still land, which is fine
+            log().info("index_cancelled", files_done=summary.files_indexed)
         if supervisor.given_up is not None:
             raise supervisor.given_up
         summary.restarts = supervisor.restarts
@@ -177,7 +191,20 @@ def run_index(
     return summary
 
 
-def _check_root(store: Store, root: Path, db: Path) -> None:
+def _wait(finished: threading.Event, timeout: float | None, cancel: threading.Event | None) -> bool:
+    """Wait for the run to finish, or for `cancel`; False only when the timeout ran out."""
+    if cancel is None:
+        return finished.wait(timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not finished.wait(0.05):
+        if cancel.is_set():
+            return True
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+    return True
+
+
+def check_root(store: Store, root: Path, db: Path) -> None:
     """One index file serves one root: paths in it are relative to that root.
 
     An index inside its own tree moves with it, so only an outside one is checked.

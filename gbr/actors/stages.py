@@ -28,7 +28,7 @@ from gbr.core.indexing import embed_chunks
 from gbr.core.records import FileProblem
 from gbr.core.store import FileState, Store
 from gbr.core.telemetry import log
-from gbr.core.walker import WalkOptions, read_file, walk
+from gbr.core.walker import Scope, WalkOptions, read_file, walk
 
 StoreFactory = Callable[[], Store]
 
@@ -113,7 +113,12 @@ class WalkerActor(_Stage):
                 continue
             self._send(self.parsers[turn % len(self.parsers)], FileFound(source))
             turn += 1
-        gone = tuple(sorted(set(self.states) - paths))
+        scope = Scope(self.options.only) if self.options.only is not None else None
+        # A restricted run speaks only for its scope: a listed path that is no longer found
+        # (deleted, or now ignored) is removed; files outside the scope are left alone.
+        gone = tuple(
+            sorted(p for p in set(self.states) - paths if scope is None or scope.covers(p))
+        )
         if gone:
             self.writer.tell(FilesRemoved(gone))
         self.coordinator.tell(WalkFinished(frozenset(paths | set(gone)), seen))
@@ -232,6 +237,7 @@ class WriterActor(_Stage):
         super().__init__(supervisor, name, faults)
         self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
         self._store: Store | None = None
+        self._flagged = False  # whether this run's writes are already marked for a rebuild
 
     def on_start(self) -> None:
         self._store = self.open_store()
@@ -251,6 +257,9 @@ class WriterActor(_Stage):
     def handle(self, message: Any) -> Any:
         store = self._store
         assert store is not None
+        if isinstance(message, FileEmbedded | FilesRemoved) and not self._flagged:
+            store.mark_fulltext_stale()
+            self._flagged = True
         if isinstance(message, FileEmbedded):
             store.replace_file(message.source, message.chunks)
             self._done(
@@ -273,10 +282,12 @@ class WriterActor(_Stage):
             for path in message.paths:
                 self.coordinator.tell(FileDone(path, "removed"))
         elif isinstance(message, FinishRun):
-            if message.changed or not store.has_fulltext():
+            if message.changed or not store.has_fulltext() or store.fulltext_stale():
                 store.refresh_fulltext()
+            self._flagged = False
             store.set_meta(last_run=message.summary_json)
-            store.checkpoint()
+            if not store.checkpoint(wait=1.0):
+                log().info("checkpoint_deferred", reason="another connection is reading")
         return None
 
     def _done(self, done: FileDone) -> None:

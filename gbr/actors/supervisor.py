@@ -197,6 +197,13 @@ class Supervisor:
         if self.on_give_up is not None:
             self.on_give_up(child.name, error)
 
+    def stop_child(self, child: ChildRef) -> None:
+        """Stop one child for good (after the message in hand) and forget it."""
+        with self._lock:
+            if child in self._children:
+                self._children.remove(child)
+        child.stop()
+
     def stop_all(self, timeout: float = 30.0) -> None:
         """Stop children last-started first, waiting for each `on_stop` (it closes the DB)."""
         for child in reversed(self._children):

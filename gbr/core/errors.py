@@ -5,6 +5,7 @@ GbrError                 every error gbr raises on purpose; its message ends wit
 ├── StoreError           the DuckDB file cannot be opened, read or written
 ├── IndexEmptyError      a query against an index that holds nothing yet
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
+├── DaemonError          a daemon cannot be reached, or one already serves the index
 └── ProviderError        an LLM provider failed (`.provider` names it)
     ├── MissingKeyError            no provider configured, or the chosen one lacks its key
     ├── ProviderAuthError          the provider rejected the key (401/403)
@@ -37,6 +38,10 @@ class IndexEmptyError(GbrError):
 
 class SupervisionError(GbrError):
     """An actor kept crashing and its supervisor gave up on the run."""
+
+
+class DaemonError(GbrError):
+    """A daemon cannot be reached or started: it stopped answering, or one already serves."""
 
 
 class ProviderError(GbrError):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
 Visibility = Literal["pub", "private"]
@@ -100,6 +101,21 @@ class IndexSummary:
                 for p in self.dropped
             ],
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> IndexSummary:
+        """The summary back from its JSON form, as the daemon's API returns it."""
+        names = {
+            "root", "db", "files_seen", "files_indexed", "files_unchanged", "files_dropped",
+            "files_removed", "chunks", "chunks_embedded", "chunks_cached", "restarts",
+            "dead_letters", "seconds", "reindex_reason",
+        }  # fmt: skip
+        summary = cls(**{k: v for k, v in data.items() if k in names})
+        summary.dropped = [
+            FileProblem(d["path"], d["reason"], d["kind"], d.get("line"))
+            for d in data.get("dropped", [])
+        ]
+        return summary
 
 
 @dataclass(frozen=True, slots=True)

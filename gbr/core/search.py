@@ -164,19 +164,22 @@ class Searcher:
         self.store = store
         self.embedder = embedder
         self.fusion = fusion or Fusion()
-        self._ids: np.ndarray | None = None
-        self._matrix: np.ndarray | None = None
+        # (ids, matrix) as one tuple, swapped in one assignment: a daemon reloads while
+        # other threads search, and they must never pair new ids with an old matrix.
+        self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
 
     def reload(self) -> None:
-        self._ids, self._matrix = self.store.vectors()
+        self._snapshot = self.store.vectors()
 
     def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._ids is None or self._matrix is None:
+        snapshot = self._snapshot
+        if snapshot is None:
             self.reload()
-        assert self._ids is not None and self._matrix is not None
-        if self._ids.shape[0] == 0:
+            snapshot = self._snapshot
+        assert snapshot is not None
+        if snapshot[0].shape[0] == 0:
             raise IndexEmptyError("the index holds no chunks; run `gleambrctl index PATH` first")
-        return self._ids, self._matrix
+        return snapshot
 
     def dense(self, query: str, depth: int, where: Filter = Filter()) -> list[tuple[int, float]]:
         return self.dense_by_vector(self.embedder.embed_batch([query])[0], depth, where)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from gbr.core.errors import StoreError
 from gbr.core.records import Chunk, FileProblem, SourceFile
 
 SCHEMA_VERSION = "1"
+_FTS_SCHEMA = "fts_main_chunks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,7 +231,7 @@ class Store:
         with self.transaction():
             kept = self.con.execute(
                 "SELECT count(*) FROM chunks WHERE path = ?", [problem.path]
-            ).fetchone()
+            ).fetchall()[0]
             self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [problem.path])
             self.con.execute("DELETE FROM files WHERE path = ?", [problem.path])
             self.con.execute(
@@ -259,17 +261,70 @@ class Store:
         return len(paths)
 
     def refresh_fulltext(self, config: FtsConfig = FtsConfig()) -> None:
-        """DuckDB's full-text index is a snapshot; rebuild it after a batch of writes."""
-        self.con.execute(config.pragma())
+        """DuckDB's full-text index is a snapshot; rebuild it after a batch of writes.
+
+        The old index is dropped object by object, then rebuilt, in one transaction: other
+        connections keep searching the old one until the commit. `overwrite=1` would drop
+        it with one `DROP SCHEMA ... CASCADE`, and with duckdb 1.5.5 a WAL holding that drop
+        (a kill after a rebuild, before the checkpoint, in a process that had built the
+        index before) fails to replay: "Cannot drop entry fts_main_chunks because there
+        are entries that depend on it", and the file no longer opens.
+        """
+        with self.transaction():
+            tables = self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
+                [_FTS_SCHEMA],
+            ).fetchall()
+            macros = self.con.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() "
+                "WHERE schema_name = ? AND function_type = 'macro'",
+                [_FTS_SCHEMA],
+            ).fetchall()
+            for (name,) in macros:
+                self.con.execute(f'DROP MACRO IF EXISTS {_FTS_SCHEMA}."{name}"')
+            for (name,) in tables:
+                self.con.execute(f'DROP TABLE IF EXISTS {_FTS_SCHEMA}."{name}"')
+            self.con.execute(f"DROP SCHEMA IF EXISTS {_FTS_SCHEMA}")
+            self.con.execute(config.pragma())
+            self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
 
     def has_fulltext(self) -> bool:
         row = self.con.execute(
-            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = 'fts_main_chunks'"
-        ).fetchone()
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name = ?",
+            [_FTS_SCHEMA],
+        ).fetchall()[0]
         return bool(row and row[0])
 
-    def checkpoint(self) -> None:
-        self.con.execute("CHECKPOINT")
+    def mark_fulltext_stale(self) -> None:
+        """Remember, durably, that chunks changed after the last full-text rebuild.
+
+        A run killed between its writes and its rebuild leaves those files unchanged by
+        hash, so the next run would write nothing and skip the rebuild; this flag makes it
+        rebuild anyway, so the new chunks become findable by BM25.
+        """
+        self.set_meta(fulltext_stale="1")
+
+    def fulltext_stale(self) -> bool:
+        return self.meta().get("fulltext_stale") == "1"
+
+    def checkpoint(self, wait: float = 0.0) -> bool:
+        """Fold the WAL into the file; False when other connections stayed busy for `wait` s.
+
+        A daemon searches while it writes, and DuckDB refuses a CHECKPOINT while any other
+        transaction runs. `FORCE CHECKPOINT` would wait for them instead, but a connection
+        idle on an unread result holds its transaction forever, so waiting can deadlock.
+        A skipped checkpoint loses nothing: the WAL is durable, and it is folded in by the
+        next checkpoint that finds the database quiet, or when the last connection closes.
+        """
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.con.execute("CHECKPOINT")
+                return True
+            except duckdb.TransactionException:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.01)  # a search takes milliseconds; try again when it is done
 
     # ---------------------------------------------------------------- reading
 
@@ -296,6 +351,8 @@ class Store:
 
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
+        if not self._has_table("chunks"):  # a new index whose first run has not begun
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
         table = self.con.execute("SELECT id, embedding FROM chunks ORDER BY id").to_arrow_table()
         ids = table.column("id").to_numpy()
         if table.num_rows == 0:
@@ -357,10 +414,10 @@ class Store:
             return {"files": 0, "files_ok": 0, "files_failed": 0, "chunks": 0, "stale_chunks": 0}
         files_ok, files_failed = self.con.execute(
             "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'failed') FROM files"
-        ).fetchone() or (0, 0)
+        ).fetchall()[0]
         chunks, stale = self.con.execute(
             "SELECT count(*), count(*) FILTER (stale) FROM chunks"
-        ).fetchone() or (0, 0)
+        ).fetchall()[0]
         return {
             "files": int(files_ok) + int(files_failed),
             "files_ok": int(files_ok),
@@ -387,8 +444,67 @@ class Store:
     def _has_table(self, name: str) -> bool:
         row = self.con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
-        ).fetchone()
+        ).fetchall()[0]
         return bool(row and row[0])
+
+
+class ThreadLocalStore(Store):
+    """One Store shared by many threads: each thread gets its own cursor on first use.
+
+    A DuckDB connection must not run queries from two threads at once, while cursors of
+    one connection are independent and cheap. The daemon's request threads and its actors
+    all search through one of these; a thread pool reuses its threads, so the number of
+    cursors stays at the number of threads.
+    """
+
+    def __init__(self, base: Store) -> None:  # Store.__init__ is skipped: `con` is per thread
+        self.path = base.path
+        self.read_only = base.read_only
+        self._base = base
+        self._local = threading.local()
+        self._cursors: list[Store] = []
+        self._lock = threading.Lock()
+
+    @property  # type: ignore[override]
+    def con(self) -> duckdb.DuckDBPyConnection:
+        mine: Store | None = getattr(self._local, "store", None)
+        if mine is None:
+            mine = self._base.cursor()
+            self._local.store = mine
+            with self._lock:
+                self._cursors.append(mine)
+        return mine.con
+
+    def close_cursors(self) -> None:
+        """Close every thread's cursor; a thread that queries again gets a new one."""
+        with self._lock:
+            cursors, self._cursors = self._cursors, []
+        for cursor in cursors:
+            cursor.close()
+        self._local = threading.local()
+
+    def close(self) -> None:
+        self.close_cursors()
+        self._base.close()
+
+
+def status_report(store: Store) -> dict[str, Any]:
+    """What `gleambrctl status --json` prints, read from an open store."""
+    meta = store.meta()
+    try:
+        size = store.path.stat().st_size
+    except OSError:
+        size = 0
+    return {
+        "db": str(store.path),
+        "db_bytes": size,
+        "root": meta.get("root"),
+        "model_id": meta.get("model_id"),
+        "chunker_version": meta.get("chunker_version"),
+        **store.counts(),
+        "dropped": store.failed_files(),
+        "last_run": store.last_run(),
+    }
 
 
 class _Transaction:

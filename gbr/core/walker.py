@@ -14,7 +14,7 @@ import hashlib
 import os
 import stat
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +41,43 @@ class FoundFile:
 class WalkOptions:
     include_deps: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
+    # Relative paths (files or folders) to walk, for a run over the files a watcher saw
+    # change; None walks the whole tree.
+    only: frozenset[str] | None = None
+
+
+class Scope:
+    """The part of the tree a walk restricted to some paths visits, and nothing more.
+
+    The restricted walk goes through the same code as a full one (so `.gitignore`, hidden
+    files, `build/` and package names are decided the same way), but it only enters the
+    folders on the way to a listed path, so it costs a few `scandir` calls, not a tree walk.
+    """
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.targets = frozenset(_clean(p) for p in paths)
+        self.whole = "" in self.targets
+        self._on_the_way = frozenset(parent for p in self.targets for parent in _parents(p))
+
+    def covers(self, rel: str) -> bool:
+        """Whether `rel` is a listed path or lies under a listed folder."""
+        rel = _clean(rel)
+        return self.whole or rel in self.targets or any(p in self.targets for p in _parents(rel))
+
+    def enters(self, rel_dir: str) -> bool:
+        return _clean(rel_dir) in self._on_the_way or self.covers(rel_dir)
+
+
+def _clean(rel: str) -> str:
+    rel = rel.strip().strip("/")
+    return "" if rel == "." else rel
+
+
+def _parents(rel: str) -> Iterator[str]:
+    """`src/a/b.gleam` -> `src/a`, `src` (the root itself, "", is left out)."""
+    parts = rel.split("/")
+    for end in range(len(parts) - 1, 0, -1):
+        yield "/".join(parts[:end])
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +89,9 @@ class _Package:
 def walk(root: Path, options: WalkOptions = WalkOptions()) -> Iterator[FoundFile | FileProblem]:
     """Every `.gleam` file under root in a stable order, or a problem for what can't be walked."""
     root = root.resolve()
+    scope = Scope(options.only) if options.only is not None else None
     yield from _walk_dir(
-        root, root, [], _package_at(root) or _Package(root, root.name), options, set()
+        root, root, [], _package_at(root) or _Package(root, root.name), options, set(), scope
     )
 
 
@@ -121,6 +159,7 @@ def _walk_dir(
     package: _Package,
     options: WalkOptions,
     seen: set[tuple[int, int]],
+    scope: Scope | None = None,
 ) -> Iterator[FoundFile | FileProblem]:
     try:
         st = folder.stat()
@@ -156,21 +195,29 @@ def _walk_dir(
         except OSError:
             is_dir = False
         if is_dir:
+            if scope is not None and not scope.enters(_rel(path, root)):
+                continue
             if entry.name == "build" and _is_file(folder / "gleam.toml"):
                 if options.include_deps:
-                    yield from _walk_deps(path / "packages", root, options, seen)
+                    yield from _walk_deps(path / "packages", root, options, seen, scope)
                 continue
             if _ignored(path, True, specs):
                 continue
-            yield from _walk_dir(path, root, specs, package, options, seen)
+            yield from _walk_dir(path, root, specs, package, options, seen, scope)
         elif entry.name.endswith(".gleam"):
+            if scope is not None and not scope.covers(_rel(path, root)):
+                continue
             if _ignored(path, False, specs):
                 continue
             yield FoundFile(path, _rel(path, root), _module_of(path, package), package.name)
 
 
 def _walk_deps(
-    packages: Path, root: Path, options: WalkOptions, seen: set[tuple[int, int]]
+    packages: Path,
+    root: Path,
+    options: WalkOptions,
+    seen: set[tuple[int, int]],
+    scope: Scope | None = None,
 ) -> Iterator[FoundFile | FileProblem]:
     try:
         deps = sorted(p for p in packages.iterdir() if _is_dir(p))
@@ -182,8 +229,10 @@ def _walk_deps(
     for dep in deps:
         package = _package_at(dep) or _Package(dep, dep.name)
         src = dep / "src"
+        if scope is not None and not scope.enters(_rel(src, root)):
+            continue
         if _is_dir(src):
-            yield from _walk_dir(src, root, [], package, options, seen)
+            yield from _walk_dir(src, root, [], package, options, seen, scope)
 
 
 def _rel(path: Path, root: Path) -> str:

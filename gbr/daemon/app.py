@@ -1,0 +1,394 @@
+"""The daemon's HTTP API (FastAPI): parse, call `Daemon`, render. OpenAPI at /openapi.json.
+
+Bodies are the CLI's `--json` objects, so a client renders daemon answers with the same
+code as local ones. Every error is one JSON object, `{"error": "<one line>", "type":
+"<class>"}`: 400 for a bad value, 401 for a missing or wrong token, 404 for an unknown
+route, 409 for an index with nothing in it yet, 422 for a body that does not fit the
+schema, 503 when the daemon cannot serve (its message says why). Never a 500 and never a
+traceback: whatever escapes the handlers is logged and answered with a 503.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gbr import __version__
+from gbr.core.errors import (
+    ConfigError,
+    DaemonError,
+    GbrError,
+    IndexEmptyError,
+    ProviderError,
+    StoreError,
+    SupervisionError,
+)
+from gbr.core.oracle import AskOptions
+from gbr.core.search import Filter
+from gbr.core.telemetry import log
+from gbr.daemon.metrics import CONTENT_TYPE, Metrics
+from gbr.daemon.service import AskOutcome, AskPlan, Daemon
+
+KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies and clients from timing out
+
+Kind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="One line, ending with what to do about it.")
+    type: str = Field(description="The error's class, e.g. ConfigError or ValidationError.")
+
+
+class SearchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=10_000, description="Words or an identifier.")
+    k: int = Field(10, ge=1, le=200, description="Hits to return.")
+    mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    path: str | None = Field(None, max_length=4096, description="Path prefix or glob.")
+    module: str | None = Field(None, max_length=4096, description="Module and its submodules.")
+    kinds: list[Kind] = Field(default_factory=list, max_length=16)
+
+
+class HitBody(BaseModel):
+    rank: int
+    path: str
+    module: str
+    name: str
+    kind: str
+    start_line: int
+    end_line: int
+    score: float
+    text: str
+    signature: str
+    doc: str
+
+
+class SearchResponse(BaseModel):
+    query: str
+    mode: str
+    results: list[HitBody]
+
+
+class AskRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1, max_length=10_000)
+    k: int = Field(8, ge=1, le=50, description="Most chunks to send.")
+    budget: int = Field(3000, ge=200, le=200_000, description="Context budget, in tokens.")
+    rerank: bool = False
+    hyde: bool | None = None
+    dry_run: bool = False
+    provider: str | None = Field(None, max_length=100)
+    model: str | None = Field(None, max_length=200)
+    stream: bool = Field(True, description="Server-sent events: token..., answer[, error].")
+
+
+class HealthResponse(BaseModel):
+    status: str
+    pid: int
+    version: str
+
+
+_STATUS_CODES: list[tuple[type[GbrError], int]] = [
+    (ConfigError, 400),
+    (IndexEmptyError, 409),
+    (StoreError, 503),
+    (SupervisionError, 503),
+    (DaemonError, 503),
+    (ProviderError, 503),
+]
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text}
+    for code, text in [
+        (400, "A bad value (an empty query, an unknown provider)."),
+        (401, "Missing or wrong bearer token."),
+        (409, "The index holds nothing yet."),
+        (422, "The body does not fit the schema, or is not JSON."),
+        (503, "The daemon cannot serve this now; the message says why."),
+    ]
+}
+
+
+class AuthError(Exception):
+    """A request without the bearer token this daemon was started with."""
+
+
+def error_response(status: int, message: str, kind: str, **headers: str) -> JSONResponse:
+    line = " ".join(message.split()) or kind
+    return JSONResponse({"error": line, "type": kind}, status_code=status, headers=headers or None)
+
+
+def create_app(daemon: Daemon) -> FastAPI:
+    app = FastAPI(
+        title="gbr daemon",
+        version=__version__,
+        description="Search and ask a Gleam package that `gleambrctl serve` keeps indexed.",
+        docs_url=None,  # the docs pages load scripts from a CDN; the spec is at /openapi.json
+        redoc_url=None,
+    )
+    _install_error_handlers(app)
+    app.add_middleware(_Guard, metrics=daemon.metrics)
+    auth = [Depends(_token_check(daemon.config.token))]
+
+    @app.get("/health", response_model=HealthResponse, tags=["daemon"])
+    async def health() -> dict[str, Any]:
+        """Liveness, without a token: clients check the pid in `daemon.json` against it."""
+        return daemon.health()
+
+    @app.get("/status", dependencies=auth, responses=_ERRORS, tags=["daemon"])
+    def status() -> dict[str, Any]:
+        """`status --json`, plus pid, uptime, watcher, restarts and queue depth."""
+        return daemon.status()
+
+    @app.post(
+        "/search",
+        dependencies=auth,
+        response_model=SearchResponse,
+        responses=_ERRORS,
+        tags=["query"],
+    )
+    def search(body: SearchRequest) -> dict[str, Any]:
+        """`search --json`: hybrid, dense or BM25 hits."""
+        where = Filter(path=body.path, module=body.module, kinds=tuple(body.kinds))
+        return daemon.search(body.query, body.k, body.mode, where)
+
+    @app.post(
+        "/ask",
+        dependencies=auth,
+        responses={
+            **_ERRORS,
+            200: {
+                "description": "With `stream`, server-sent events: `token` (data: a JSON "
+                "string), then `answer` (the `ask --json` object), then `error` "
+                '(`{"error", "exit_code"}`) when the provider is missing or failed. Without '
+                "`stream`, the `ask --json` object (with `exit_code` when it failed).",
+                "content": {"text/event-stream": {}, "application/json": {}},
+            },
+        },
+        tags=["query"],
+    )
+    def ask(body: AskRequest) -> Any:
+        """Retrieve, assemble a cited context, ask the LLM (`ask --json`)."""
+        options = AskOptions(
+            max_chunks=body.k,
+            budget=body.budget,
+            rerank=body.rerank,
+            hyde=body.hyde,
+            dry_run=body.dry_run,
+        )
+        plan = daemon.plan_ask(body.question, options, body.provider, body.model)
+        if not body.stream:
+            outcome = daemon.run_ask(plan)
+            data = dict(outcome.answer)
+            if outcome.error is not None:
+                data["exit_code"] = outcome.exit_code
+            return data
+        return StreamingResponse(
+            _ask_events(daemon, plan),
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    @app.post("/index", dependencies=auth, responses=_ERRORS, tags=["daemon"])
+    def index() -> dict[str, Any]:
+        """A full pass, after the batch in progress; returns `index --json`."""
+        return daemon.index_all().as_dict()
+
+    @app.get(
+        "/metrics",
+        dependencies=auth,
+        response_class=PlainTextResponse,
+        responses=_ERRORS,
+        tags=["daemon"],
+    )
+    def metrics() -> PlainTextResponse:
+        """Prometheus text format: files, chunks, failures, restarts, queues, latencies."""
+        return PlainTextResponse(daemon.metrics.render(), media_type=CONTENT_TYPE)
+
+    return app
+
+
+def _token_check(token: str | None) -> Any:
+    expected = f"Bearer {token}".encode() if token else None
+
+    async def check(request: Request) -> None:
+        if expected is None:
+            return
+        given = request.headers.get("authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise AuthError()
+
+    return check
+
+
+def _sse(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+def _ask_events(daemon: Daemon, plan: AskPlan) -> Iterator[str]:
+    """The answer as server-sent events, produced by the Oracle actor on its own thread.
+
+    The generator is closed when the client goes away; `cancel` then stops the LLM stream
+    at its next delta, so no request keeps running for nobody.
+    """
+    inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+    cancel = threading.Event()
+
+    def work() -> None:
+        try:
+            inbox.put(("done", daemon.run_ask(plan, lambda d: inbox.put(("token", d)), cancel)))
+        except GbrError as exc:
+            inbox.put(("failed", exc))
+        except Exception as exc:  # reported to the client as an event, and logged
+            log().error("ask_crashed", error=f"{type(exc).__name__}: {exc}")
+            inbox.put(("failed", exc))
+
+    threading.Thread(target=work, name="gbr-ask", daemon=True).start()
+    try:
+        while True:
+            try:
+                kind, item = inbox.get(timeout=KEEPALIVE_SECONDS)
+            except queue.Empty:
+                yield ": keep-alive\n\n"
+                continue
+            if kind == "token":
+                yield _sse("token", item)
+            elif kind == "done":
+                outcome: AskOutcome = item
+                yield _sse("answer", outcome.answer)
+                if outcome.error is not None:
+                    yield _sse("error", {"error": outcome.error, "exit_code": outcome.exit_code})
+                return
+            else:
+                code = item.exit_code if isinstance(item, GbrError) else 1
+                yield _sse("error", {"error": _one_line(item), "exit_code": code})
+                return
+    finally:
+        cancel.set()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(GbrError)
+    async def gbr_error(request: Request, exc: GbrError) -> JSONResponse:
+        status = next((code for cls, code in _STATUS_CODES if isinstance(exc, cls)), 503)
+        return error_response(status, _one_line(exc), type(exc).__name__)
+
+    @app.exception_handler(AuthError)
+    async def auth_error(request: Request, exc: AuthError) -> JSONResponse:
+        return error_response(
+            401,
+            "missing or wrong token; send the header `Authorization: Bearer <token>` with the "
+            "token the daemon was started with (GBR_TOKEN)",
+            "AuthError",
+            **{"www-authenticate": "Bearer"},
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, describe_validation(exc.errors()), "ValidationError")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            message = f"no such endpoint {request.method} {request.url.path}; see /openapi.json"
+        elif exc.status_code == 405:
+            message = f"{request.method} is not allowed on {request.url.path}"
+        else:
+            message = str(exc.detail)
+        status = exc.status_code if 400 <= exc.status_code < 500 else 503
+        return error_response(status, message, "HTTPException", **(exc.headers or {}))
+
+
+def describe_validation(errors: Any) -> str:
+    """The first schema error as one line a person can act on: `k: must be >= 1`."""
+    if not errors:
+        return "the request body does not fit the schema; see /openapi.json"
+    first = errors[0]
+    kind = first.get("type", "")
+    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    if kind == "json_invalid":
+        reason = (first.get("ctx") or {}).get("error", "")
+        return f"the body is not valid JSON ({reason}); send a JSON object"
+    if kind == "missing" and not where:
+        return "the request body is missing; send a JSON object (see /openapi.json)"
+    if kind == "model_attributes_type" or (kind.endswith("_type") and not where):
+        return "the body must be a JSON object; see /openapi.json"
+    if kind == "extra_forbidden":
+        return f"unknown field {where!r}; see /openapi.json for the fields this endpoint takes"
+    message = first.get("msg", "invalid value")
+    more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+    return f"{where or 'body'}: {message}{more}"
+
+
+class _Guard:
+    """Outermost: time and count every request, and turn an escaped error into a 503.
+
+    Starlette answers an unhandled exception with a 500 and then re-raises it to the server,
+    which prints a traceback; catching it here keeps both promises (no 500, JSON logs only).
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 503
+        sent_start = False
+
+        async def watch(message: Message) -> None:
+            nonlocal status, sent_start
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                sent_start = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            log().error(
+                "request_failed",
+                method=scope.get("method"),
+                path=scope.get("path"),
+                error=f"{type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(limit=20),
+            )
+            if not sent_start:
+                status = 503
+                response = error_response(
+                    503,
+                    f"the daemon failed on this request ({type(exc).__name__}); it is logged "
+                    "in .gbr/events.jsonl; try again, or restart the daemon",
+                    "InternalError",
+                )
+                await response(scope, receive, send)
+        finally:
+            route = scope.get("route")
+            label = getattr(route, "path", None) or "unmatched"
+            elapsed = time.perf_counter() - started
+            self.metrics.inc(
+                "gbr_http_requests_total", route=label, method=scope["method"], status=str(status)
+            )
+            self.metrics.observe("gbr_http_request_seconds", elapsed, route=label)

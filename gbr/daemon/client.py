@@ -1,0 +1,170 @@
+"""A small synchronous client for the daemon's HTTP API, for the CLI and other tools.
+
+Each method returns the same JSON object the matching `gleambrctl ... --json` prints, and
+every failure is a `GbrError`: the daemon's own errors come back as the class it names
+(so a `ConfigError` still exits 2), a refused token is a `ConfigError` naming GBR_TOKEN,
+and a daemon that stopped answering is a `DaemonError`.
+
+    info = find_daemon(db)
+    if info is not None:
+        with DaemonClient(info) as client:
+            print(client.search({"query": "parse an isbn", "k": 5}))
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+
+from gbr.core import errors
+from gbr.core.errors import ConfigError, DaemonError, GbrError
+from gbr.core.llm.sse import iter_sse
+from gbr.daemon.discovery import DaemonInfo
+
+TOKEN_ENV = "GBR_TOKEN"
+# Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
+READ_TIMEOUT = 120.0
+
+
+class DaemonClient:
+    def __init__(
+        self, info: DaemonInfo, token: str | None = None, timeout: float = READ_TIMEOUT
+    ) -> None:
+        self.info = info
+        token = token if token is not None else (os.environ.get(TOKEN_ENV) or "").strip()
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        # trust_env=False: an HTTP(S)_PROXY meant for the internet must not catch loopback.
+        self._http = httpx.Client(
+            base_url=info.url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=5.0),
+            trust_env=False,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> DaemonClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the API
+
+    def health(self) -> dict[str, Any]:
+        return self._json("GET", "/health")
+
+    def status(self) -> dict[str, Any]:
+        """`status --json`, plus pid, uptime, watcher, restarts and queue depth."""
+        return self._json("GET", "/status")
+
+    def search(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`search --json` for a body like {"query": "...", "k": 10, "mode": "hybrid"}."""
+        return self._json("POST", "/search", body)
+
+    def index(self) -> dict[str, Any]:
+        """A full pass (it waits for the daemon's current batch first); `index --json`."""
+        return self._json("POST", "/index", timeout=None)
+
+    def ask(
+        self, body: dict[str, Any], on_token: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """`ask --json`, streamed: each text delta goes to `on_token` as it arrives.
+
+        When the provider was missing or failed, the answer still carries the retrieved
+        chunks, its `error` says why, and `exit_code` says what `gleambrctl ask` exits with.
+        """
+        answer: dict[str, Any] | None = None
+        failure: dict[str, Any] | None = None
+        with self._stream("POST", "/ask", {**body, "stream": True}) as response:
+            for event in iter_sse(response.iter_text()):
+                data = _loads(event.data)
+                if event.event == "token" and isinstance(data, str):
+                    if on_token is not None:
+                        on_token(data)
+                elif event.event == "answer" and isinstance(data, dict):
+                    answer = data
+                elif event.event == "error" and isinstance(data, dict):
+                    failure = data
+        if answer is None:
+            if failure is not None:
+                raise _error_class(None, DaemonError)(str(failure.get("error")))
+            raise DaemonError(
+                f"the daemon at {self.info.url} ended the answer stream early; run again"
+            )
+        if failure is not None:
+            answer["error"] = failure.get("error")
+            answer["exit_code"] = int(failure.get("exit_code") or 1)
+        return answer
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        timeout: Any = httpx.USE_CLIENT_DEFAULT,  # None: wait as long as it takes
+    ) -> dict[str, Any]:
+        try:
+            response = self._http.request(method, path, json=body, timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+        if response.status_code >= 400:
+            raise self._error(response)
+        data = _loads(response.text)
+        if not isinstance(data, dict):
+            raise DaemonError(f"the daemon at {self.info.url} sent a reply that is not JSON")
+        return data
+
+    @contextmanager
+    def _stream(self, method: str, path: str, body: dict[str, Any]) -> Iterator[httpx.Response]:
+        try:
+            with self._http.stream(method, path, json=body) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise self._error(response)
+                yield response
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: httpx.HTTPError) -> DaemonError:
+        return DaemonError(
+            f"the daemon at {self.info.url} (pid {self.info.pid}) did not answer "
+            f"({type(exc).__name__}: {exc}); check that it runs, or stop it and retry"
+        )
+
+    def _error(self, response: httpx.Response) -> GbrError:
+        data = _loads(response.text)
+        message = data.get("error") if isinstance(data, dict) else None
+        kind = data.get("type") if isinstance(data, dict) else None
+        if response.status_code == 401:
+            return ConfigError(
+                f"the daemon at {self.info.url} wants a token; set {TOKEN_ENV} to the token "
+                "it was started with"
+            )
+        if not message:
+            message = f"the daemon answered HTTP {response.status_code}"
+        fallback = ConfigError if response.status_code in (400, 404, 422) else DaemonError
+        return _error_class(kind, fallback)(message)
+
+
+def _error_class(name: Any, fallback: type[GbrError]) -> type[GbrError]:
+    """The GbrError subclass the daemon named, so exit codes match a local run."""
+    cls = getattr(errors, name, None) if isinstance(name, str) else None
+    if isinstance(cls, type) and issubclass(cls, GbrError):
+        return cls
+    return fallback
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

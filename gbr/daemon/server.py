@@ -1,0 +1,220 @@
+"""`gleambrctl serve`: start the daemon, publish where it listens, stop it cleanly.
+
+uvicorn runs in a thread, so the main thread owns the signals: SIGINT or SIGTERM sets one
+event, and the shutdown then goes in a fixed order. The discovery file goes first (new
+clients stop coming), then the HTTP server (requests in flight finish, up to a grace
+period), then the watcher and the actors (a running pass stops early, keeping what it
+wrote), then a final checkpoint folds the WAL into the DuckDB file, and the lock goes last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+import uvicorn
+
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import ConfigError, DaemonError
+from gbr.core.telemetry import log
+from gbr.daemon.app import create_app
+from gbr.daemon.discovery import (
+    DaemonInfo,
+    DaemonLock,
+    already_serving,
+    find_daemon,
+    remove_discovery,
+    write_discovery,
+)
+from gbr.daemon.service import Daemon, DaemonConfig
+
+GRACE_SECONDS = 5  # requests in flight (an answer streaming) get this long at shutdown
+STARTUP_SECONDS = 30
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_config(config: DaemonConfig) -> None:
+    """Refuse what would expose the index: a non-loopback host needs a token."""
+    if not is_loopback(config.host) and not config.token:
+        raise ConfigError(
+            f"--host {config.host} accepts connections from other machines; pass --token "
+            "(or set GBR_TOKEN) so that clients must send `Authorization: Bearer <token>`"
+        )
+    if not 0 <= config.port <= 65535:
+        raise ConfigError(f"--port {config.port} is not a port; use 0 to pick a free one")
+
+
+def refuse_second_daemon(db: Path, note: Callable[[str], None]) -> None:
+    """Raise DaemonError if a live daemon serves `db`; clean a stale discovery file."""
+
+    def stale(info: DaemonInfo | None, why: str) -> None:
+        owner = f" left by pid {info.pid}" if info is not None else ""
+        note(f"removed a stale daemon.json{owner} ({why})")
+
+    info = find_daemon(db, on_stale=stale)
+    if info is not None:
+        raise DaemonError(already_serving(db, info.pid, f"port {info.port}"))
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted connections only when
+    # the listening socket says TCP, and without it every keep-alive reply waited ~40 ms
+    # for a delayed ACK (Nagle: the body held back behind the headers).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port, "
+            "or 0 for a free one"
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(False)
+    return sock
+
+
+class _ToStructlog(logging.Handler):
+    """uvicorn logs through `logging`; send its records to our JSON lines instead."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = {"logger": record.name, "message": record.getMessage()}
+        if record.exc_info:
+            fields["traceback"] = logging.Formatter().formatException(record.exc_info)
+        emit = log().error if record.levelno >= logging.ERROR else log().warning
+        emit("server_log", **fields)
+
+
+def _route_uvicorn_logs() -> None:
+    handler = _ToStructlog(level=logging.WARNING)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers = [handler]
+        logger.propagate = False
+        logger.setLevel(logging.WARNING)
+
+
+def serve(
+    config: DaemonConfig,
+    load_model: Callable[[], OnnxEmbedder],
+    announce: Callable[[DaemonInfo], None],
+    note: Callable[[str], None],
+) -> int:
+    """Run the daemon until SIGINT or SIGTERM; returns the exit code (0 on a clean stop)."""
+    check_config(config)
+    db = config.db.resolve()
+    refuse_second_daemon(db, note)
+    lock = DaemonLock(db)
+    lock.acquire()
+    stop = threading.Event()
+    previous = _trap_signals(stop)
+    daemon: Daemon | None = None
+    server: uvicorn.Server | None = None
+    thread: threading.Thread | None = None
+    info: DaemonInfo | None = None
+    try:
+        daemon = Daemon(config, load_model())
+        daemon.open()
+        sock = bind(config.host, config.port)
+        port = sock.getsockname()[1]
+        daemon.port = port
+        _route_uvicorn_logs()
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(daemon),
+                log_config=None,
+                access_log=False,
+                lifespan="off",
+                timeout_graceful_shutdown=GRACE_SECONDS,
+                timeout_keep_alive=30,
+            )
+        )
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="gbr-http", daemon=True
+        )
+        thread.start()
+        _wait_started(server, thread)
+        info = DaemonInfo(
+            pid=os.getpid(),
+            host=config.host,
+            port=port,
+            db=str(db),
+            root=str(config.root.resolve()),
+            started_at=daemon.started_at,
+            token_required=bool(config.token),
+        )
+        write_discovery(info)
+        daemon.start_watching()
+        log().info("daemon_started", url=info.url, pid=info.pid, db=info.db, root=info.root)
+        announce(info)
+        while not stop.wait(0.5):
+            if not thread.is_alive():
+                log().error("http_server_stopped")
+                return 1
+        return 0
+    finally:
+        log().info("daemon_stopping")
+        if info is not None:
+            remove_discovery(db, pid=info.pid)
+        if daemon is not None:
+            daemon.begin_shutdown()
+        if server is not None:
+            server.should_exit = True
+        if thread is not None:
+            thread.join(GRACE_SECONDS + 5)
+        if daemon is not None:
+            daemon.close()
+        lock.release()
+        _restore_signals(previous)
+        log().info("daemon_stopped")
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while not server.started:
+        if not thread.is_alive():
+            raise DaemonError("the HTTP server failed to start; see the log lines above")
+        if time.monotonic() > deadline:
+            raise DaemonError(f"the HTTP server did not start within {STARTUP_SECONDS} s")
+        time.sleep(0.01)
+
+
+SignalHandler = Callable[[int, FrameType | None], object] | int | None
+
+
+def _trap_signals(stop: threading.Event) -> dict[int, SignalHandler]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for a clean shutdown
+        log().info("signal_received", signal=signal.Signals(signum).name)
+        stop.set()
+
+    previous: dict[int, SignalHandler] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        previous[sig] = signal.signal(sig, handler)
+    return previous
+
+
+def _restore_signals(previous: dict[int, SignalHandler]) -> None:
+    for sig, handler in previous.items():
+        with contextlib.suppress(TypeError, ValueError):
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -1,0 +1,482 @@
+"""The daemon's long-lived state: one store, one searcher, the supervised actors, the watcher.
+
+Everything the HTTP layer needs goes through `Daemon`, so that `app.py` only parses and
+renders. The DuckDB file is opened once, read-write, for the daemon's life: DuckDB allows
+one writing process per file, and inside this one every connection must share the same
+configuration (a read-only one next to a read-write one is refused). Searches use one
+cursor per thread (`ThreadLocalStore`); index runs open their own connections to the
+same database and are serialised by the Indexer actor, so searches keep answering while a
+batch is written, each file's swap being one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gbr import __version__
+from gbr.actors.faults import FaultPlan
+from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
+from gbr.actors.oracle import AskQuestion, OracleActor
+from gbr.actors.oracle import ask as ask_oracle
+from gbr.actors.pipeline import IndexOptions, check_root, run_index
+from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
+from gbr.core.changes import ChangeSet
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import (
+    ConfigError,
+    DaemonError,
+    GbrError,
+    IndexEmptyError,
+    MissingKeyError,
+    ProviderError,
+    SupervisionError,
+)
+from gbr.core.llm import get_provider
+from gbr.core.llm.base import LlmProvider
+from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
+from gbr.core.records import IndexSummary
+from gbr.core.rerank import RERANK_MODEL_DIR_ENV, load_reranker
+from gbr.core.search import Filter, Mode, Searcher
+from gbr.core.store import Store, ThreadLocalStore, status_report
+from gbr.core.telemetry import log
+from gbr.core.walker import DEFAULT_MAX_BYTES
+from gbr.daemon.metrics import Metrics
+from gbr.daemon.watcher import Watcher
+
+
+@dataclass(frozen=True)
+class DaemonConfig:
+    root: Path
+    db: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = field(default=None, repr=False)
+    debounce_ms: int = 200
+    include_deps: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+    faults: FaultPlan | None = None  # crash drills (GBR_FAULTS), never set in normal use
+
+
+@dataclass
+class AskPlan:
+    """An /ask whose provider and oracle are resolved: what can fail as 4xx has failed."""
+
+    question: str
+    options: AskOptions
+    oracle: ChildRef
+    missing: MissingKeyError | None
+
+
+@dataclass
+class AskOutcome:
+    answer: dict[str, Any]  # the `ask --json` object
+    error: str | None = None
+    exit_code: int = 0  # what `gleambrctl ask` exits with for this answer
+
+
+# (with an LLM, provider, model, reranker): the names as asked, None meaning the default.
+_OracleKey = tuple[bool, str | None, str | None, str | None]
+_NO_LLM: _OracleKey = (False, None, None, None)  # dry runs, and asks with no provider set up
+
+
+MAX_ORACLES = 8  # distinct (provider, model, reranker) actors kept; the oldest unused goes
+
+
+class Daemon:
+    """Owns the index for the process's life and serves it to the HTTP layer."""
+
+    def __init__(self, config: DaemonConfig, model: OnnxEmbedder) -> None:
+        self.config = config
+        self.model = model
+        self.pid = os.getpid()
+        self.host = config.host
+        self.port = config.port
+        self.started_at = time.time()
+        self._started = time.monotonic()
+        self.metrics = Metrics()
+        self._describe_metrics()
+        self.store: ThreadLocalStore | None = None
+        self.searcher: Searcher | None = None
+        self.supervisor = Supervisor(
+            RestartPolicy(max_restarts=5, within_seconds=30.0),
+            on_dead_letter=self._dead_letter,
+            on_give_up=self._gave_up,
+        )
+        self.indexer: ChildRef | None = None
+        self.watcher = Watcher(config.root, self._changed, config.debounce_ms)
+        self.indexing: str | None = None  # "full" or "changes" while a run is going
+        self.first_pass = threading.Event()
+        self.last_batch: dict[str, Any] | None = None
+        self.pipeline_restarts = 0
+        self.pipeline_dead_letters = 0
+        self._cancel = threading.Event()
+        self._oracles: dict[_OracleKey, tuple[ChildRef, LlmProvider | None]] = {}
+        self._oracle_lock = threading.Lock()
+        self._oracle_serial = 0
+        self._waiting: set[Future[IndexSummary]] = set()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def open(self) -> None:
+        """Open the index and start the actors; nothing is indexed yet.
+
+        An index that belongs to another tree is refused here, before the daemon listens,
+        rather than by its first pass, which would leave it serving the wrong code.
+        """
+        base = Store.open(self.config.db)
+        try:
+            check_root(base, self.config.root.resolve(), self.config.db)
+        except GbrError:
+            base.close()
+            raise
+        self.store = ThreadLocalStore(base)
+        self.searcher = Searcher(self.store, self.model)
+        self.indexer = start_indexer(self.supervisor, self._run, self.config.faults, self._cancel)
+
+    def start_watching(self) -> None:
+        """Watch first, then catch up: a change made during the first pass is not missed."""
+        assert self.indexer is not None
+        self.watcher.start()
+        self.indexer.tell(IndexEverything("startup: catch up with changes made while stopped"))
+
+    def begin_shutdown(self) -> None:
+        """Stop taking work: no more batches, a running pass ends early, waiters are told.
+
+        Called before the HTTP server stops, so a request waiting on a pass ends at once
+        instead of holding the server's grace period.
+        """
+        self._cancel.set()
+        self.watcher.stop()
+        for future in list(self._waiting):
+            if not future.done():
+                future.set_exception(DaemonError("the daemon is shutting down; run it again"))
+
+    def close(self) -> None:
+        """Stop the actors (after the pass in progress), checkpoint, close the index."""
+        self.begin_shutdown()
+        self.supervisor.stop_all(timeout=120)
+        for _, llm in self._oracles.values():
+            _close_provider(llm)
+        if self.store is not None:
+            # Searches' cursors first: an open transaction would make the checkpoint fail.
+            self.store.close_cursors()
+            try:
+                written = self.store.checkpoint()
+            except Exception as exc:  # closing the last connection still folds the WAL in
+                written = False
+                log().error("checkpoint_failed", error=f"{type(exc).__name__}: {exc}")
+            log().info(
+                "checkpoint_written" if written else "checkpoint_at_close", db=str(self.config.db)
+            )
+            self.store.close()
+            self.store = None
+
+    # --------------------------------------------------------------- indexing
+
+    def _changed(self, changes: ChangeSet, seen_at: float) -> None:
+        """The watcher's callback, on its thread: queue the batch for the Indexer."""
+        if self.indexer is None or self._cancel.is_set():
+            return
+        try:
+            if changes.full:
+                self.indexer.tell(IndexEverything(".gitignore or gleam.toml changed"))
+            else:
+                self.indexer.tell(IndexChanges(changes.paths, seen_at))
+        except SupervisionError as exc:
+            log().error("change_not_queued", error=str(exc))
+
+    def _run(self, only: frozenset[str] | None, kind: str, seen_at: float | None) -> IndexSummary:
+        """One pipeline run, on the Indexer's thread (so never two at once)."""
+        options = IndexOptions(
+            root=self.config.root,
+            db=self.config.db,
+            include_deps=self.config.include_deps,
+            max_bytes=self.config.max_bytes,
+            faults=self.config.faults,
+            only=only,
+            cancel=self._cancel,
+        )
+        self.indexing = kind
+        started = time.monotonic()
+        try:
+            summary = run_index(options, self.model)
+        except GbrError:
+            self.metrics.inc("gbr_index_runs_total", kind=kind, outcome="failed")
+            raise
+        finally:
+            self.indexing = None
+            if kind == "full":
+                self.first_pass.set()
+        assert self.searcher is not None
+        self.searcher.reload()
+        elapsed = time.monotonic() - started
+        self._record_run(kind, summary, elapsed)
+        if seen_at is not None:
+            lag = time.monotonic() - seen_at
+            self.metrics.observe("gbr_change_to_searchable_seconds", lag)
+            log().info(
+                "changes_searchable",
+                seconds=round(lag, 3),
+                indexed=summary.files_indexed,
+                removed=summary.files_removed,
+                dropped=summary.files_dropped,
+            )
+        return summary
+
+    def _record_run(self, kind: str, summary: IndexSummary, elapsed: float) -> None:
+        m = self.metrics
+        m.inc("gbr_index_runs_total", kind=kind, outcome="ok")
+        m.observe("gbr_index_run_seconds", elapsed, kind=kind)
+        m.inc("gbr_files_indexed_total", summary.files_indexed)
+        m.inc("gbr_files_removed_total", summary.files_removed)
+        for problem in summary.dropped:
+            m.inc("gbr_files_dropped_total", kind=problem.kind)
+            if problem.kind == "parse_failed":
+                m.inc("gbr_parse_failures_total")
+        self.pipeline_restarts += summary.restarts
+        self.pipeline_dead_letters += summary.dead_letters
+        self.last_batch = {"kind": kind, **summary.as_dict()}
+
+    def index_all(self, timeout: float | None = None) -> IndexSummary:
+        """A full pass through the Indexer, after whatever it is doing; waits for it."""
+        if self.indexer is None:
+            raise DaemonError("the daemon is not running its indexer; restart it")
+        future: Future[IndexSummary] = Future()
+        self._waiting.add(future)
+        try:
+            self.indexer.tell(IndexEverything("requested over HTTP", reply=future))
+            return future.result(timeout)
+        finally:
+            self._waiting.discard(future)
+
+    def _dead_letter(self, child: str, message: Any, error: BaseException | None) -> None:
+        reply = getattr(message, "reply", None)
+        if isinstance(reply, Future) and not reply.done():
+            reply.set_exception(
+                SupervisionError(f"the {child} crashed twice on this request ({error}); retry it")
+            )
+
+    def _gave_up(self, child: str, error: BaseException | None) -> None:
+        log().error("daemon_degraded", actor=child, error=str(error))
+
+    # ----------------------------------------------------------------- queries
+
+    def search(self, query: str, k: int, mode: Mode, where: Filter) -> dict[str, Any]:
+        """The `search --json` object."""
+        assert self.searcher is not None
+        try:
+            hits = self.searcher.search(query, k, mode, where)
+        except IndexEmptyError:
+            if not self.first_pass.is_set():
+                raise IndexEmptyError(
+                    f"the index is still empty: the daemon is indexing {self.config.root} now; "
+                    "try again in a moment"
+                ) from None
+            raise
+        return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}
+
+    def plan_ask(
+        self,
+        question: str,
+        options: AskOptions,
+        provider: str | None,
+        model: str | None,
+    ) -> AskPlan:
+        """Resolve the provider and the Oracle first, so a bad name is a 400, not a stream."""
+        if not question.strip():
+            raise ConfigError("the question is empty; ask something about the code")
+        missing: MissingKeyError | None = None
+        if not options.dry_run:
+            spec = None
+            if options.rerank:
+                spec = "cross-encoder" if os.environ.get(RERANK_MODEL_DIR_ENV) else "llm"
+            try:
+                return AskPlan(question, options, self._oracle((True, provider, model, spec)), None)
+            except MissingKeyError as exc:
+                missing = exc
+        return AskPlan(question, options, self._oracle(_NO_LLM), missing)
+
+    def _oracle(self, key: _OracleKey) -> ChildRef:
+        """One supervised Oracle actor per (provider, model, reranker), made on first use.
+
+        Each answers one question at a time, so two asks of one kind queue. A model name
+        is free text, so the actors are kept in a small LRU: the least recently used one
+        is stopped when a new kind would pass MAX_ORACLES. A provider that lacked its key
+        is looked up again next time, since it may have been configured since.
+        """
+        with self._oracle_lock:
+            known = self._oracles.pop(key, None)
+            if known is not None:
+                self._oracles[key] = known  # now the most recently used
+                return known[0]
+            with_llm, provider_name, model, spec = key
+            llm = get_provider(provider_name, model=model) if with_llm else None
+            if spec == "llm" and llm is None:
+                spec = None
+            reranker = load_reranker(spec, llm) if spec else None
+            assert self.searcher is not None
+            oracle = Oracle(self.searcher, llm, reranker)
+            self._oracle_serial += 1
+            name = f"oracle-{self._oracle_serial}"
+            child = self.supervisor.start_child(
+                name, lambda: OracleActor.start(self.supervisor, name, oracle=oracle)
+            )
+            self._oracles[key] = (child, llm)
+            while len(self._oracles) > MAX_ORACLES:
+                self._forget(next(iter(self._oracles)))
+            log().info(
+                "oracle_started",
+                actor=name,
+                provider=llm.name if llm else None,
+                model=llm.model if llm else None,
+                reranker=spec,
+            )
+            return child
+
+    def _forget(self, key: _OracleKey) -> None:
+        child, llm = self._oracles.pop(key)
+        self.supervisor.stop_child(child)
+        _close_provider(llm)
+
+    def run_ask(
+        self,
+        plan: AskPlan,
+        on_token: TokenSink | None = None,
+        cancel: threading.Event | None = None,
+    ) -> AskOutcome:
+        """Answer through the Oracle actor; provider failures come back in the outcome."""
+        started = time.monotonic()
+        answer: Answer = ask_oracle(
+            plan.oracle, AskQuestion(plan.question, plan.options, on_token, cancel=cancel)
+        )
+        self.metrics.observe("gbr_ask_seconds", time.monotonic() - started)
+        data = answer.as_dict()
+        if plan.options.dry_run:
+            data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
+        if plan.missing is not None:
+            data["error"] = str(plan.missing)
+            return AskOutcome(data, str(plan.missing), plan.missing.exit_code)
+        if answer.error is not None:
+            return AskOutcome(data, answer.error, ProviderError.exit_code)
+        return AskOutcome(data)
+
+    # ------------------------------------------------------------------ status
+
+    def health(self) -> dict[str, Any]:
+        return {"status": "ok", "pid": self.pid, "version": __version__}
+
+    def queue_depth(self) -> int:
+        ref = self.indexer.actor_ref if self.indexer is not None else None
+        return ref.actor_inbox.qsize() if ref is not None else 0
+
+    def restarts(self) -> int:
+        return self.supervisor.restarts + self.pipeline_restarts
+
+    def status(self) -> dict[str, Any]:
+        """The `status --json` object, plus what only a running daemon knows."""
+        assert self.store is not None
+        report = status_report(self.store)
+        report.update(
+            {
+                "pid": self.pid,
+                "host": self.host,
+                "port": self.port,
+                "started_at": self.started_at,
+                "uptime_seconds": round(time.monotonic() - self._started, 3),
+                "watcher": self.watcher.state,
+                "watcher_error": self.watcher.error,
+                "indexing": self.indexing,
+                "ready": self.first_pass.is_set(),
+                "queue_depth": self.queue_depth(),
+                "restarts": self.restarts(),
+                "dead_letters": self.supervisor.dead_letters + self.pipeline_dead_letters,
+                "degraded": str(self.supervisor.given_up) if self.supervisor.given_up else None,
+                "last_batch": self.last_batch,
+            }
+        )
+        return report
+
+    # ----------------------------------------------------------------- metrics
+
+    def _describe_metrics(self) -> None:
+        m = self.metrics
+        m.describe("gbr_files", "gauge", "Files in the index, by status.", collect=self._files)
+        m.describe("gbr_chunks", "gauge", "Chunks in the index.", collect=self._chunks)
+        m.describe("gbr_parse_failures_total", "counter", "Files dropped for a syntax error.")
+        m.describe("gbr_files_dropped_total", "counter", "Files dropped, by reason.")
+        m.describe("gbr_files_indexed_total", "counter", "Files (re-)indexed by the daemon.")
+        m.describe("gbr_files_removed_total", "counter", "Deleted files removed from the index.")
+        m.describe(
+            "gbr_actor_restarts_total",
+            "counter",
+            "Actors restarted by a supervisor (daemon and pipeline).",
+            collect=lambda: [
+                ({"scope": "daemon"}, self.supervisor.restarts),
+                ({"scope": "pipeline"}, self.pipeline_restarts),
+            ],
+        )
+        m.describe(
+            "gbr_queue_depth",
+            "gauge",
+            "Messages waiting in an actor's inbox.",
+            collect=self._queues,
+        )
+        m.describe("gbr_index_runs_total", "counter", "Index runs, by kind and outcome.")
+        m.describe("gbr_index_run_seconds", "histogram", "Duration of index runs.")
+        m.describe(
+            "gbr_change_to_searchable_seconds",
+            "histogram",
+            "From a batch of file changes to its chunks being searchable.",
+        )
+        m.describe("gbr_ask_seconds", "histogram", "Duration of /ask answers.")
+        m.describe("gbr_http_requests_total", "counter", "HTTP requests, by route and status.")
+        m.describe("gbr_http_request_seconds", "histogram", "HTTP request latency, by route.")
+        m.describe(
+            "gbr_uptime_seconds",
+            "gauge",
+            "Seconds since the daemon started.",
+            collect=lambda: [({}, round(time.monotonic() - self._started, 3))],
+        )
+        m.describe(
+            "gbr_watcher_up",
+            "gauge",
+            "1 while the file watcher runs.",
+            collect=lambda: [({}, 1.0 if self.watcher.state == "watching" else 0.0)],
+        )
+
+    def _files(self) -> list[tuple[dict[str, str], float]]:
+        assert self.store is not None
+        counts = self.store.counts()
+        return [
+            ({"status": "ok"}, counts["files_ok"]),
+            ({"status": "failed"}, counts["files_failed"]),
+        ]
+
+    def _chunks(self) -> list[tuple[dict[str, str], float]]:
+        assert self.store is not None
+        counts = self.store.counts()
+        return [
+            ({"stale": "false"}, counts["chunks"] - counts["stale_chunks"]),
+            ({"stale": "true"}, counts["stale_chunks"]),
+        ]
+
+    def _queues(self) -> list[tuple[dict[str, str], float]]:
+        samples: list[tuple[dict[str, str], float]] = [({"actor": "indexer"}, self.queue_depth())]
+        with self._oracle_lock:
+            children = [child for child, _ in self._oracles.values()]
+        for child in children:
+            ref = child.actor_ref
+            samples.append(({"actor": child.name}, ref.actor_inbox.qsize() if ref else 0))
+        return samples
+
+
+def _close_provider(llm: LlmProvider | None) -> None:
+    close = getattr(llm, "close", None)
+    if close is not None:
+        close()

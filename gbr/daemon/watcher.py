@@ -1,0 +1,104 @@
+"""Watch a package tree with `watchfiles` and hand debounced batches of changes on.
+
+watchfiles (Rust `notify`, inotify on Linux) groups the events of one save: it yields once
+no new event came for `step` ms, or after `debounce` ms at most, so an editor's
+write-rename-chmod dance and a `git checkout` of many files each arrive as one batch. The
+filter runs on every raw event, so it is the cheap `gbr.core.changes.relevant`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import watchfiles
+
+from gbr.core.changes import ChangeKind, ChangeSet, classify, relevant
+from gbr.core.telemetry import log
+
+WatcherState = Literal["starting", "watching", "stopped", "failed"]
+STEP_MS = 50  # quiet time that closes a batch; a single save is seen about this much later
+
+_KINDS: dict[watchfiles.Change, ChangeKind] = {
+    watchfiles.Change.added: "added",
+    watchfiles.Change.modified: "modified",
+    watchfiles.Change.deleted: "deleted",
+}
+
+
+class Watcher:
+    """A thread that turns file-system events under `root` into `ChangeSet`s."""
+
+    def __init__(
+        self,
+        root: Path,
+        on_changes: Callable[[ChangeSet, float], None],
+        debounce_ms: int = 200,
+    ) -> None:
+        self.root = root.resolve()
+        self.on_changes = on_changes  # (changes, monotonic time the batch was delivered)
+        self.debounce_ms = max(debounce_ms, STEP_MS)
+        self.state: WatcherState = "starting"
+        self.batches = 0
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="gbr-watcher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self.state != "failed":
+            self.state = "stopped"
+
+    def _relative(self, path: str) -> str | None:
+        try:
+            return Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return None
+
+    def _wanted(self, change: watchfiles.Change, path: str) -> bool:
+        rel = self._relative(path)
+        return rel is not None and relevant(_KINDS[change], rel)
+
+    def _run(self) -> None:
+        try:
+            self.state = "watching"
+            log().info("watcher_started", root=str(self.root), debounce_ms=self.debounce_ms)
+            for raw in watchfiles.watch(
+                self.root,
+                watch_filter=self._wanted,
+                debounce=self.debounce_ms,
+                step=STEP_MS,
+                stop_event=self._stop,
+                rust_timeout=1000,
+                raise_interrupt=False,
+            ):
+                seen = time.monotonic()
+                changes = classify(
+                    (_KINDS[kind], rel)
+                    for kind, path in raw
+                    if (rel := self._relative(path)) is not None
+                )
+                if changes:
+                    self.batches += 1
+                    log().info(
+                        "files_changed",
+                        paths=sorted(changes.paths)[:20],
+                        count=len(changes.paths),
+                        full=changes.full,
+                    )
+                    self.on_changes(changes, seen)
+        except Exception as exc:  # the daemon keeps answering; status and metrics show it
+            self.state = "failed"
+            self.error = f"{type(exc).__name__}: {exc}"
+            log().error("watcher_failed", error=self.error)
+            return
+        if self.state != "failed":
+            self.state = "stopped"

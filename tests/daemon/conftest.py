@@ -1,0 +1,192 @@
+"""Start the real daemon (`gleambrctl serve PATH --port 0`) in a subprocess, on 127.0.0.1.
+
+The port comes from the discovery file the daemon writes once it answers; `/health` is
+polled after that. Logs go to files, not pipes, so a chatty daemon never blocks on a full
+pipe. Helpers wait on observable state with a deadline; nothing asserts on speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from gbr.core.llm.sse import iter_sse
+from gbr.daemon.discovery import DaemonInfo, read_discovery
+from tests.conftest import EXAMPLE, SMALL_FILES
+
+CTL = str(Path(sys.executable).parent / "gleambrctl")
+PROVIDER_VARS = (
+    "GROQ_API_KEY",
+    "GEMINI_API_KEY",
+    "GBR_OPENAI_BASE_URL",
+    "GBR_OPENAI_API_KEY",
+    "GBR_GROQ_BASE_URL",
+    "GBR_GEMINI_BASE_URL",
+    "GBR_RERANK_MODEL_DIR",
+    "GBR_TOKEN",
+    "GBR_FAULTS",
+)
+DEADLINE = 15.0  # seconds to wait for something the daemon should do soon
+T = TypeVar("T")
+
+
+def copy_small(dest: Path) -> Path:
+    for rel in SMALL_FILES:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(EXAMPLE / rel, dest / rel)
+    return dest
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    env.update({"COLUMNS": "200", "NO_COLOR": "1", "GBR_HOME": str(home)})
+    env.update(extra)
+    return env
+
+
+def wait_until(check: Callable[[], T], what: str, timeout: float = DEADLINE) -> T:
+    """Poll `check` until it returns something truthy; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            last = check()
+            if last:
+                return last
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+
+@dataclass
+class RunningDaemon:
+    proc: subprocess.Popen[bytes]
+    root: Path
+    info: DaemonInfo
+    logs: Path
+    token: str | None = None
+
+    @property
+    def url(self) -> str:
+        return self.info.url
+
+    @property
+    def db(self) -> Path:
+        return Path(self.info.db)
+
+    def http(self, token: str | None = None) -> httpx.Client:
+        token = token if token is not None else self.token
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60, trust_env=False)
+
+    def get(self, path: str) -> httpx.Response:
+        with self.http() as client:
+            return client.get(path)
+
+    def post(self, path: str, body: Any = None, **kwargs: Any) -> httpx.Response:
+        with self.http() as client:
+            return client.post(path, json=body, **kwargs)
+
+    def status(self) -> dict[str, Any]:
+        response = self.get("/status")
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def search(self, query: str, **body: Any) -> dict[str, Any]:
+        response = self.post("/search", {"query": query, **body})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def names(self, query: str, k: int = 5) -> list[str]:
+        return [r["name"] for r in self.search(query, mode="bm25", k=k)["results"]]
+
+    def ask_events(self, body: dict[str, Any]) -> list[tuple[str, Any]]:
+        with self.http() as client, client.stream("POST", "/ask", json=body) as response:
+            assert response.status_code == 200, response.read()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            return [(e.event, json.loads(e.data)) for e in iter_sse(response.iter_text())]
+
+    def wait_idle(self) -> dict[str, Any]:
+        """Until the first pass is done and nothing is queued or running."""
+        return wait_until(
+            lambda: (
+                (s := self.status())["ready"]
+                and s["indexing"] is None
+                and s["queue_depth"] == 0
+                and s
+            ),
+            "the daemon to be idle",
+        )
+
+    def log_text(self) -> str:
+        return self.logs.read_text(errors="replace") if self.logs.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+
+def start_daemon(
+    root: Path, *args: str, env: dict[str, str], token: str | None = None
+) -> RunningDaemon:
+    """`gleambrctl serve ROOT --port 0 ARGS`, once its discovery file names it and it answers."""
+    logs = root.parent / f"{root.name}-daemon-{time.monotonic_ns()}.log"
+    with logs.open("wb") as log:
+        proc = subprocess.Popen(
+            [CTL, "serve", str(root), "--port", "0", *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    db = root / ".gbr" / "index.duckdb"
+
+    def published() -> DaemonInfo | None:
+        if proc.poll() is not None:
+            raise AssertionError(f"the daemon exited with {proc.returncode}:\n{logs.read_text()}")
+        try:
+            info = read_discovery(db)
+        except ValueError:
+            return None
+        return info if info is not None and info.pid == proc.pid else None
+
+    info = wait_until(published, "the discovery file", timeout=60)
+    daemon = RunningDaemon(proc, root, info, logs, token)
+    wait_until(lambda: daemon.get("/health").status_code == 200, "/health")
+    return daemon
+
+
+def run_ctl(
+    *args: str, cwd: Path, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CTL, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120
+    )
+
+
+def append_function(root: Path, rel: str, name: str, body: str = "42") -> None:
+    with (root / rel).open("a", encoding="utf-8") as handle:
+        handle.write(f"\npub fn {name}() -> Int {{\n  {body}\n}}\n")
+
+
+@pytest.fixture
+def daemons() -> Iterator[list[RunningDaemon]]:
+    """Daemons a test starts: whatever it leaves running is killed at the end."""
+    started: list[RunningDaemon] = []
+    yield started
+    for daemon in started:
+        if daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait(10)

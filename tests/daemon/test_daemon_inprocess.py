@@ -1,0 +1,103 @@
+"""The daemon's app in this process (FastAPI's TestClient): states a subprocess rarely shows.
+
+Before the first pass the index is empty; a handler that blows up must still answer JSON;
+a request whose work is dead-lettered must get an answer, not hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from gbr.actors.faults import FaultPlan, parse_faults
+from gbr.core.embedder import OnnxEmbedder
+from gbr.daemon.app import create_app
+from gbr.daemon.service import Daemon, DaemonConfig
+
+
+@pytest.fixture
+def make_daemon(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> Iterator[type[Daemon] | object]:
+    made: list[Daemon] = []
+
+    def make(faults: FaultPlan | None = None) -> tuple[Daemon, TestClient]:
+        config = DaemonConfig(root=small_example, db=tmp_path / "index.duckdb", faults=faults)
+        daemon = Daemon(config, model)
+        daemon.open()
+        made.append(daemon)
+        return daemon, TestClient(create_app(daemon), raise_server_exceptions=False)
+
+    yield make
+    for daemon in made:
+        daemon.close()
+
+
+def test_search_before_the_first_pass_is_a_409_then_index_fills_it(make_daemon) -> None:
+    daemon, client = make_daemon()
+    early = client.post("/search", json={"query": "isbn"})
+    assert early.status_code == 409
+    assert early.json()["type"] == "IndexEmptyError" and "indexing" in early.json()["error"]
+    summary = client.post("/index").json()
+    assert summary["files_indexed"] == 5
+    assert client.post("/search", json={"query": "isbn"}).json()["results"]
+    assert daemon.status()["ready"] is True
+
+
+def test_an_unexpected_error_is_a_503_with_a_json_body_never_a_500(make_daemon) -> None:
+    daemon, client = make_daemon()
+
+    def broken(*args: object) -> dict:
+        raise RuntimeError("a bug")
+
+    daemon.search = broken  # type: ignore[method-assign]
+    response = client.post("/search", json={"query": "isbn"})
+    assert response.status_code == 503
+    assert response.json() == {
+        "error": response.json()["error"],
+        "type": "InternalError",
+    }
+    assert "RuntimeError" in response.json()["error"]
+    metrics = client.get("/metrics").text
+    assert 'route="/search",status="503"' in metrics
+
+
+def test_a_full_pass_that_crashes_twice_answers_with_the_error(make_daemon) -> None:
+    daemon, client = make_daemon(parse_faults("indexer@always"))
+    response = client.post("/index")
+    assert response.status_code == 503
+    assert response.json()["type"] == "SupervisionError"
+    assert "crashed twice" in response.json()["error"]
+    assert daemon.supervisor.restarts >= 1 and daemon.supervisor.dead_letters == 1
+    assert client.get("/health").status_code == 200
+
+
+def test_parse_faults_reads_the_drill_spec() -> None:
+    plan = parse_faults("indexer@2, writer@1,oracle@always")
+    assert plan is not None
+    assert plan.crash_at == {"indexer": {2}, "writer": {1}} and plan.always == {"oracle"}
+    assert parse_faults("") is None
+    with pytest.raises(ValueError):
+        parse_faults("writer")
+    with pytest.raises(ValueError):
+        parse_faults("writer@0")
+
+
+def test_oracle_actors_per_model_are_kept_in_a_small_lru(
+    make_daemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gbr.core.oracle import AskOptions
+    from gbr.daemon.service import MAX_ORACLES
+
+    monkeypatch.setenv("GBR_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # never called here
+    daemon, _ = make_daemon()
+    plans = [
+        daemon.plan_ask("q", AskOptions(), "openai", f"model-{i}") for i in range(MAX_ORACLES + 3)
+    ]
+    assert len(daemon._oracles) == MAX_ORACLES
+    assert len(daemon.supervisor._children) == MAX_ORACLES + 1  # and the indexer
+    assert plans[-1].oracle is daemon.plan_ask("q", AskOptions(), "openai", "model-10").oracle
+    assert plans[0].oracle.actor_ref is None  # the oldest was stopped
