@@ -50,6 +50,12 @@ ModelDirOption = Annotated[
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
+IncludeDepsOption = Annotated[
+    bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
+]
+MaxFileSizeOption = Annotated[
+    str, typer.Option("--max-file-size", help="Skip files larger than this.")
+]
 
 
 @contextmanager
@@ -112,6 +118,15 @@ def _daemon_client(db: Path) -> DaemonClient | None:
     return DaemonClient(info)
 
 
+def _package_root(path: Path) -> Path:
+    from gbr.core.errors import ConfigError
+
+    root = path.resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+    return root
+
+
 def _parse_size(text: str) -> int:
     from gbr.core.errors import ConfigError
 
@@ -138,12 +153,8 @@ def index(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 when any file was dropped.")
     ] = False,
-    include_deps: Annotated[
-        bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
-    ] = False,
-    max_file_size: Annotated[
-        str, typer.Option("--max-file-size", help="Skip files larger than this.")
-    ] = "1MB",
+    include_deps: IncludeDepsOption = False,
+    max_file_size: MaxFileSizeOption = "1MB",
     model_dir: ModelDirOption = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Echo telemetry events to stderr.")
@@ -154,11 +165,8 @@ def index(
     with _errors(debug):
         from gbr.actors.pipeline import IndexOptions, default_db, run_index
         from gbr.core import telemetry
-        from gbr.core.errors import ConfigError
 
-        root = path.resolve()
-        if not root.is_dir():
-            raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+        root = _package_root(path)
         db_path = db or default_db(root)
         telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
         options = IndexOptions(
@@ -544,11 +552,8 @@ def chat(
             run_interactive,
             run_piped,
         )
-        from gbr.core.errors import ConfigError
 
-        root = path.resolve()
-        if not root.is_dir():
-            raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+        root = _package_root(path)
         backend = LocalBackend(root, lambda: _load_model(model_dir), db=db)
         views = Views(_print_hits, _print_summary, lambda: _progress_bar(err.is_terminal))
         settings = ChatSettings(
@@ -640,12 +645,8 @@ def serve(
         bool,
         typer.Option("--json-logs/--no-json-logs", help="Echo structlog JSON lines to stderr."),
     ] = True,
-    include_deps: Annotated[
-        bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
-    ] = False,
-    max_file_size: Annotated[
-        str, typer.Option("--max-file-size", help="Skip files larger than this.")
-    ] = "1MB",
+    include_deps: IncludeDepsOption = False,
+    max_file_size: MaxFileSizeOption = "1MB",
     debug: DebugOption = False,
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
@@ -658,9 +659,7 @@ def serve(
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
 
-        root = path.resolve()
-        if not root.is_dir():
-            raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+        root = _package_root(path)
         db_path = (db or default_db(root)).resolve()
         try:
             faults = parse_faults(os.environ.get("GBR_FAULTS"))
