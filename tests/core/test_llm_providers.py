@@ -529,7 +529,7 @@ def test_auto_pick_order() -> None:
     groq, gemini, local = (
         {"GROQ_API_KEY": KEY},
         {"GEMINI_API_KEY": KEY},
-        {"GBR_OPENAI_BASE_URL": "http://x/v1"},
+        {"GBR_OPENAI_BASE_URL": "http://127.0.0.1:9/v1"},
     )
     assert isinstance(get_provider(env={**local, **gemini, **groq}), GroqProvider)
     assert isinstance(get_provider(env={**local, **gemini}), GeminiProvider)
@@ -580,23 +580,23 @@ def test_unknown_provider() -> None:
 def test_defaults_and_overrides() -> None:
     groq = resolve_settings("groq", env={"GROQ_API_KEY": KEY})
     assert (groq.base_url, groq.model) == (
-        "https://api.groq.com/openai/v1",
+        GroqProvider.default_base_url,
         "llama-3.3-70b-versatile",
     )
     assert (groq.timeout, groq.deadline, groq.max_retries) == (30.0, 60.0, 4)
     gemini = resolve_settings("gemini", env={"GEMINI_API_KEY": KEY}, timeout=45)
-    assert gemini.base_url == "https://generativelanguage.googleapis.com"
+    assert gemini.base_url == GeminiProvider.default_base_url
     assert gemini.model == "gemini-2.0-flash"
     assert (gemini.timeout, gemini.deadline) == (45.0, 90.0)  # room for one retry
     env = {
-        "GBR_OPENAI_BASE_URL": "http://h:8080/v1",
+        "GBR_OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
         "GBR_OPENAI_MODEL": "qwen",
         "GBR_OPENAI_API_KEY": KEY,
     }
     local = resolve_settings("ollama", env=env)
     assert (local.name, local.base_url, local.model, local.api_key) == (
         "openai",
-        "http://h:8080/v1",
+        "http://127.0.0.1:8080/v1",
         "qwen",
         KEY,
     )
@@ -606,7 +606,7 @@ def test_defaults_and_overrides() -> None:
 def test_config_file_and_env_precedence(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_text(
         '[groq]\napi_key = "file-key-123456"\nmodel = "file-model"\ntimeout = 12\n'
-        '[gemini]\nbase_url = "http://gemini.local"\n'
+        '[gemini]\nbase_url = "http://127.0.0.1:8081"\n'
     )
     home = {"GBR_HOME": str(tmp_path)}
     from_file = resolve_settings("groq", env=home)
@@ -659,7 +659,7 @@ def test_register_a_provider() -> None:
     registry = ProviderRegistry()
     registry.register("echo", EchoProvider, aliases=["parrot"])
     assert registry.available() == ["echo"]
-    provider = registry.get_provider("parrot", env={"ECHO_URL": "http://e/v1", "ECHO_KEY": KEY})
+    provider = registry.get_provider("parrot", env={"ECHO_URL": "http://127.0.0.1:9/v1", "ECHO_KEY": KEY})
     assert isinstance(provider, EchoProvider)
     assert provider.settings.api_key == KEY  # type: ignore[attr-defined]
 
@@ -760,9 +760,9 @@ def test_retryable_statuses() -> None:
 
 
 def test_safe_url_drops_secrets() -> None:
-    assert safe_url("https://user:pw@host:8443/v1?key=abc#x") == "https://host:8443/v1"
+    assert safe_url("https://user:pw@127.0.0.1:8443/v1?key=abc#x") == "https://127.0.0.1:8443/v1"
     assert safe_url("http://[::1]:80/v1") == "http://[::1]:80/v1"
-    assert safe_url("http://host:port/v1") == "(an unparseable URL)"
+    assert safe_url("http://127.0.0.1:port/v1") == "(an unparseable URL)"
 
 
 # -- transport failures a local server cannot stage (httpx.MockTransport) -------------------------
@@ -771,7 +771,7 @@ def test_safe_url_drops_secrets() -> None:
 def _openai_over(
     handler: Callable[[httpx.Request], httpx.Response], fake_time: FakeTime
 ) -> HttpProvider:
-    settings = ProviderSettings("openai", "http://mock/v1", "m", max_retries=2)
+    settings = ProviderSettings("openai", "http://127.0.0.1:9/v1", "m", max_retries=2)
     return OpenAICompatProvider(
         settings, backoff=fake_time.backoff(), transport=httpx.MockTransport(handler)
     )
@@ -782,7 +782,7 @@ def test_connect_timeouts_are_retried_then_reported(fake_time: FakeTime) -> None
         raise httpx.ConnectTimeout("timed out", request=request)
 
     with pytest.raises(
-        ProviderTimeoutError, match=r"^could not connect to openai at http://mock/v1"
+        ProviderTimeoutError, match=r"^could not connect to openai at http://127\.0\.0\.1:9/v1"
     ):
         _openai_over(handler, fake_time).complete(MESSAGES)
     assert len(fake_time.sleeps) == 2
