@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,6 +17,18 @@ from gbr.core.model_files import resolve_model_files
 pytest_plugins = ["tests.fake_llm"]
 
 REPO = Path(__file__).resolve().parent.parent
+# The CLI of this venv, for tests that run it as a user would, in a subprocess.
+CTL = str(Path(sys.executable).parent / "gleambrctl")
+# What configures an LLM provider or a reranker; subprocess tests start from none of them.
+PROVIDER_VARS = (
+    "GROQ_API_KEY",
+    "GEMINI_API_KEY",
+    "GBR_OPENAI_BASE_URL",
+    "GBR_OPENAI_API_KEY",
+    "GBR_GROQ_BASE_URL",
+    "GBR_GEMINI_BASE_URL",
+    "GBR_RERANK_MODEL_DIR",
+)
 EXAMPLE = REPO / "examples" / "bookshelf"
 
 

@@ -5,23 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE, SMALL_FILES
-
-CTL = str(Path(sys.executable).parent / "gleambrctl")
-PROVIDER_VARS = (
-    "GROQ_API_KEY",
-    "GEMINI_API_KEY",
-    "GBR_OPENAI_BASE_URL",
-    "GBR_OPENAI_API_KEY",
-    "GBR_GROQ_BASE_URL",
-    "GBR_GEMINI_BASE_URL",
-    "GBR_RERANK_MODEL_DIR",
-)
+from tests.conftest import CTL, EXAMPLE, PROVIDER_VARS, SMALL_FILES
 
 
 def copy_small(dest: Path) -> Path:

@@ -6,27 +6,16 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLE, SMALL_FILES
+from tests.conftest import CTL, EXAMPLE, PROVIDER_VARS, SMALL_FILES
 from tests.fake_llm import FakeLlm, Reply
 from tests.tiny_models import build_tiny_cross_encoder
 
-CTL = str(Path(sys.executable).parent / "gleambrctl")
 QUESTION = "how do I check that a book number is valid"
 KEY = "sk-test-SECRET-1234567890"
-PROVIDER_VARS = (
-    "GROQ_API_KEY",
-    "GEMINI_API_KEY",
-    "GBR_OPENAI_BASE_URL",
-    "GBR_OPENAI_API_KEY",
-    "GBR_GROQ_BASE_URL",
-    "GBR_GEMINI_BASE_URL",
-    "GBR_RERANK_MODEL_DIR",
-)
 
 
 @pytest.fixture(scope="module")

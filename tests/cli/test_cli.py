@@ -6,15 +6,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import EXAMPLE
-
-CTL = str(Path(sys.executable).parent / "gleambrctl")
+from tests.conftest import CTL, EXAMPLE
 
 
 def run(

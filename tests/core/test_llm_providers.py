@@ -659,7 +659,9 @@ def test_register_a_provider() -> None:
     registry = ProviderRegistry()
     registry.register("echo", EchoProvider, aliases=["parrot"])
     assert registry.available() == ["echo"]
-    provider = registry.get_provider("parrot", env={"ECHO_URL": "http://127.0.0.1:9/v1", "ECHO_KEY": KEY})
+    provider = registry.get_provider(
+        "parrot", env={"ECHO_URL": "http://127.0.0.1:9/v1", "ECHO_KEY": KEY}
+    )
     assert isinstance(provider, EchoProvider)
     assert provider.settings.api_key == KEY  # type: ignore[attr-defined]
 

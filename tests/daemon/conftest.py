@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -25,20 +24,10 @@ import pytest
 
 from gbr.core.llm.sse import iter_sse
 from gbr.daemon.discovery import DaemonInfo, read_discovery
-from tests.conftest import EXAMPLE, SMALL_FILES
+from tests.conftest import CTL, EXAMPLE, SMALL_FILES
+from tests.conftest import PROVIDER_VARS as BASE_PROVIDER_VARS
 
-CTL = str(Path(sys.executable).parent / "gleambrctl")
-PROVIDER_VARS = (
-    "GROQ_API_KEY",
-    "GEMINI_API_KEY",
-    "GBR_OPENAI_BASE_URL",
-    "GBR_OPENAI_API_KEY",
-    "GBR_GROQ_BASE_URL",
-    "GBR_GEMINI_BASE_URL",
-    "GBR_RERANK_MODEL_DIR",
-    "GBR_TOKEN",
-    "GBR_FAULTS",
-)
+PROVIDER_VARS = (*BASE_PROVIDER_VARS, "GBR_TOKEN", "GBR_FAULTS")
 DEADLINE = 15.0  # seconds to wait for something the daemon should do soon
 T = TypeVar("T")
 
