@@ -50,6 +50,12 @@ ModelDirOption = Annotated[
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
+ProviderOption = Annotated[
+    str | None,
+    typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
+]
+LlmModelOption = Annotated[str | None, typer.Option("--model", help="The provider's model.")]
+MaxChunksOption = Annotated[int, typer.Option("-k", min=1, max=50, help="Most chunks to send.")]
 IncludeDepsOption = Annotated[
     bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
 ]
@@ -355,12 +361,9 @@ def _print_hits(hits: list[Hit]) -> None:
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="A question about the indexed code.")],
-    provider: Annotated[
-        str | None,
-        typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
-    ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="The provider's model.")] = None,
-    k: Annotated[int, typer.Option("-k", min=1, max=50, help="Most chunks to send.")] = 8,
+    provider: ProviderOption = None,
+    model: LlmModelOption = None,
+    k: MaxChunksOption = 8,
     budget: Annotated[
         int, typer.Option("--budget", min=200, help="Context budget in estimated tokens.")
     ] = 3000,
@@ -524,12 +527,9 @@ def _ask_through(client: DaemonClient, body: dict[str, Any], json_out: bool, dry
 @app.command()
 def chat(
     path: Annotated[Path, typer.Argument(help="The Gleam package to talk about.")] = Path("."),
-    provider: Annotated[
-        str | None,
-        typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
-    ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="The provider's model.")] = None,
-    k: Annotated[int, typer.Option("-k", min=1, max=50, help="Most chunks to send.")] = 8,
+    provider: ProviderOption = None,
+    model: LlmModelOption = None,
+    k: MaxChunksOption = 8,
     budget: Annotated[
         int,
         typer.Option("--budget", min=200, help="Estimated tokens for context and history."),
