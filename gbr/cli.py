@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.records import Hit, IndexSummary
     from gbr.daemon.client import DaemonClient
+    from gbr.daemon.discovery import DaemonInfo
 
 app = typer.Typer(
     name="gleambrctl",
@@ -110,18 +111,20 @@ def _daemon_client(db: Path) -> DaemonClient | None:
     With no daemon this costs one failed file read; a stale discovery file left by a
     daemon that died is removed, with a note.
     """
-    from gbr.daemon.discovery import DaemonInfo, find_daemon
+    from gbr.daemon.discovery import find_daemon
 
-    def stale(info: DaemonInfo | None, why: str) -> None:
-        owner = f" left by pid {info.pid}" if info is not None else ""
-        err.print(f"[dim]note: removed a stale daemon.json{owner} ({escape(why)})[/dim]")
-
-    info = find_daemon(db, on_stale=stale)
+    info = find_daemon(db, on_stale=_note_stale)
     if info is None:
         return None
     from gbr.daemon.client import DaemonClient
 
     return DaemonClient(info)
+
+
+def _note_stale(info: DaemonInfo | None, why: str) -> None:
+    """Tell the user (on stderr) about a dead daemon's discovery file that was removed."""
+    owner = f" left by pid {info.pid}" if info is not None else ""
+    err.print(f"[dim]note: removed a stale daemon.json{owner} ({escape(why)})[/dim]")
 
 
 def _package_root(path: Path) -> Path:
@@ -283,7 +286,7 @@ def search(
     """Search the index: dense vectors and BM25 fused with Reciprocal Rank Fusion."""
     with _errors(debug):
         from gbr.core.errors import ConfigError
-        from gbr.core.search import KINDS, MODES, Filter, Searcher
+        from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
         from gbr.core.store import Store
 
         if mode not in MODES:
@@ -305,18 +308,14 @@ def search(
                 for line in sys.stdin:
                     if line.strip():
                         hits = searcher.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
-                        sys.stdout.write(json.dumps(_search_json(line.strip(), mode, hits)) + "\n")
+                        sys.stdout.write(json.dumps(search_json(line.strip(), mode, hits)) + "\n")
                         sys.stdout.flush()
                 return
             hits = searcher.search(query, k, mode, where)  # type: ignore[arg-type]
         if json_out:
-            sys.stdout.write(json.dumps(_search_json(query, mode, hits), indent=2) + "\n")
+            sys.stdout.write(json.dumps(search_json(query, mode, hits), indent=2) + "\n")
         else:
             _print_hits(hits)
-
-
-def _search_json(query: str, mode: str, hits: list[Hit]) -> dict[str, Any]:
-    return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}
 
 
 def _search_through(client: DaemonClient, query: str, body: dict[str, Any], json_out: bool) -> None:
@@ -334,7 +333,7 @@ def _search_through(client: DaemonClient, query: str, body: dict[str, Any], json
     if json_out:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
-        _print_hits([Hit(**hit) for hit in data["results"]])
+        _print_hits([Hit.from_dict(hit) for hit in data["results"]])
 
 
 def _print_hits(hits: list[Hit]) -> None:
@@ -399,10 +398,11 @@ def ask(
 ) -> None:
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
     with _errors(debug):
-        from gbr.core.errors import MissingKeyError, ProviderError
+        from gbr.actors.oracle import AskQuestion, ask_once
+        from gbr.core.errors import MissingKeyError
         from gbr.core.llm import get_provider
-        from gbr.core.oracle import AskOptions, Oracle
-        from gbr.core.rerank import load_reranker
+        from gbr.core.oracle import AskOptions, Oracle, outcome_of
+        from gbr.core.rerank import default_reranker_spec, load_reranker
         from gbr.core.search import Searcher
         from gbr.core.store import Store
 
@@ -410,18 +410,11 @@ def ask(
         db_path = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
+            from gbr.daemon.client import ask_body
+
             if reranker is not None or timeout is not None:
                 err.print("[dim]note: --reranker and --timeout are the daemon's own settings[/dim]")
-            body = {
-                "question": question,
-                "k": k,
-                "budget": budget,
-                "rerank": rerank,
-                "hyde": hyde,
-                "dry_run": dry_run,
-                "provider": provider,
-                "model": model,
-            }
+            body = ask_body(question, options, provider, model)
             with client:
                 code = _ask_through(client, body, json_out, dry_run)
             raise typer.Exit(code)
@@ -432,52 +425,25 @@ def ask(
                 llm = get_provider(provider, model=model, timeout=timeout)
             except MissingKeyError as exc:
                 missing = exc
-        spec = reranker or (
-            ("cross-encoder" if os.environ.get("GBR_RERANK_MODEL_DIR") else "llm")
-            if rerank
-            else None
-        )
+        spec = reranker or (default_reranker_spec(os.environ) if rerank else None)
         if spec == "llm" and llm is None:
             spec = None  # nothing to rerank with; plain retrieval order stands
         chosen_reranker = load_reranker(spec, llm) if rerank else None
         with Store.open(_find_db(db), read_only=True) as store:
             oracle = Oracle(Searcher(store, _load_model(model_dir)), llm, chosen_reranker)
             streaming = not json_out and llm is not None
-            answer = _ask_oracle(oracle, question, options, _print_token if streaming else None)
+            on_token = _print_token if streaming else None
+            answer = ask_once(oracle, AskQuestion(question, options, on_token))
         if streaming:
             sys.stdout.write("\n")
-        _render_answer(answer, json_out, dry_run, missing)
-        if missing is not None:
-            raise typer.Exit(missing.exit_code)
-        if answer.error is not None:
-            raise typer.Exit(ProviderError.exit_code)
-
-
-def _ask_oracle(oracle: Any, question: str, options: Any, on_token: Any) -> Any:
-    """Through the Oracle actor, under its supervisor, as the daemon will do it."""
-    from gbr.actors.oracle import AskQuestion, ask, start_oracle
-    from gbr.actors.supervisor import Supervisor
-
-    supervisor = Supervisor()
-    child = start_oracle(supervisor, oracle)
-    try:
-        return ask(child, AskQuestion(question, options, on_token))
-    finally:
-        supervisor.stop_all()
+        outcome = outcome_of(answer, dry_run, missing)
+        _render_answer_data(outcome.answer, json_out, dry_run)
+        raise typer.Exit(outcome.exit_code)
 
 
 def _print_token(delta: str) -> None:
     sys.stdout.write(delta)
     sys.stdout.flush()
-
-
-def _render_answer(answer: Any, json_out: bool, dry_run: bool, missing: Exception | None) -> None:
-    data = answer.as_dict()
-    if dry_run:
-        data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
-    if missing is not None:
-        data["error"] = str(missing)
-    _render_answer_data(data, json_out, dry_run)
 
 
 def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> None:
@@ -495,13 +461,7 @@ def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> 
     if data.get("error") is not None:
         err.print(f"[red]error:[/red] {escape(data['error'])}")
         err.print("[dim]the context that was retrieved:[/dim]")
-        fields = set(Hit.__slots__)
-        chunks = [
-            ContextChunk(
-                Hit(**{k: v for k, v in c.items() if k in fields}), c["text"], c["truncated"]
-            )
-            for c in data["chunks"]
-        ]
+        chunks = [ContextChunk(Hit.from_dict(c), c["text"], c["truncated"]) for c in data["chunks"]]
         sys.stdout.write(render_context(chunks))
         return
     sources = ", ".join(f"{c['path']}:{c['start_line']}" for c in data["chunks"][:5])
@@ -542,11 +502,17 @@ def chat(
     model_dir: ModelDirOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Talk to the code: questions get streamed, cited answers; /help lists the slash commands."""
+    """Talk to the code: questions get streamed, cited answers; /help lists the slash commands.
+
+    When `gleambrctl serve` runs for the package, the chat goes through that daemon.
+    """
     with _errors(debug):
+        from gbr.actors.pipeline import default_db
         from gbr.chat import (
+            ChatBackend,
             ChatSession,
             ChatSettings,
+            DaemonBackend,
             LocalBackend,
             Views,
             run_interactive,
@@ -554,7 +520,15 @@ def chat(
         )
 
         root = _package_root(path)
-        backend = LocalBackend(root, lambda: _load_model(model_dir), db=db)
+        # A daemon serving the index owns it (DuckDB lets no one else in): go through it.
+        client = _daemon_client(db or default_db(root))
+        backend: ChatBackend
+        if client is not None:
+            if timeout is not None:
+                err.print("[dim]note: --timeout is the daemon's own setting[/dim]")
+            backend = DaemonBackend(client)
+        else:
+            backend = LocalBackend(root, lambda: _load_model(model_dir), db=db)
         views = Views(_print_hits, _print_summary, lambda: _progress_bar(err.is_terminal))
         settings = ChatSettings(
             provider=provider, model=model, timeout=timeout, max_chunks=k, budget=budget
@@ -655,7 +629,6 @@ def serve(
         from gbr.actors.pipeline import default_db
         from gbr.core import telemetry
         from gbr.core.errors import ConfigError
-        from gbr.daemon.discovery import DaemonInfo
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
 
@@ -687,6 +660,34 @@ def serve(
 
         code = run_daemon(config, lambda: _load_model(model_dir), announce, note)
         raise typer.Exit(code)
+
+
+@app.command()
+def mcp(
+    path: Annotated[Path, typer.Argument(help="The Gleam package to serve.")] = Path("."),
+    db: DbOption = None,
+    model_dir: ModelDirOption = None,
+    include_deps: IncludeDepsOption = False,
+    max_file_size: MaxFileSizeOption = "1MB",
+    debug: DebugOption = False,
+) -> None:
+    """Serve search_code, ask_codebase, index_status and reindex to an MCP client over stdio.
+
+    Each call goes to the running `gleambrctl serve` for this index when there is one, and is
+    answered in this process otherwise.
+    """
+    with _errors(debug):
+        from gbr.actors.pipeline import default_db
+        from gbr.core import telemetry
+        from gbr.mcp.backends import IndexChooser, LocalIndex, LocalSettings
+        from gbr.mcp.server import run_stdio
+
+        root = _package_root(path)
+        db_path = (db or default_db(root)).resolve()
+        telemetry.configure(db_path.parent / "events.jsonl")  # stdout carries the protocol
+        settings = LocalSettings(root, db_path, include_deps, _parse_size(max_file_size))
+        local = LocalIndex(settings, lambda: _load_model(model_dir))
+        run_stdio(IndexChooser(local, on_stale=_note_stale))
 
 
 def main() -> None:

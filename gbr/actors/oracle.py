@@ -74,6 +74,20 @@ def ask(child: ChildRef, question: AskQuestion, timeout: float | None = None) ->
     return answer
 
 
+def ask_once(oracle: Oracle, question: AskQuestion) -> Answer:
+    """One question through a short-lived supervised Oracle actor, as a daemon would ask it.
+
+    One-shot front ends (the CLI without a daemon, MCP without a daemon) own no long-lived
+    tree, so each question gets its own, stopped before the answer is returned.
+    """
+    supervisor = Supervisor()
+    child = start_oracle(supervisor, oracle)
+    try:
+        return ask(child, question)
+    finally:
+        supervisor.stop_all()
+
+
 class _Wake:
     """A no-op question: asking it restarts a dead Oracle through its supervisor."""
 

@@ -2,8 +2,8 @@
 
 A chat session only renders and keeps state; searching, answering and indexing go through a
 backend. `LocalBackend` opens the index itself and answers through the supervised Oracle
-actor, as `gleambrctl ask` does. A backend that talks to a running daemon for the package
-can implement the same protocol later, and the session will not notice.
+actor, as `gleambrctl ask` does; `DaemonBackend` (daemon_backend.py) asks the daemon that
+serves the package, and the session does not notice.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from gbr.core.errors import ConfigError, IndexEmptyError, MissingKeyError, Store
 from gbr.core.llm import LlmProvider, Message, get_provider
 from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
 from gbr.core.records import Hit, IndexSummary
-from gbr.core.rerank import RERANK_MODEL_DIR_ENV, Reranker, load_reranker
+from gbr.core.rerank import Reranker, default_reranker_spec, load_reranker
 from gbr.core.search import Searcher
 from gbr.core.store import Store
 
@@ -44,6 +44,8 @@ class LlmChoice:
 
 class ChatBackend(Protocol):
     root: Path
+    via: str | None
+    """Where the work runs when not in this process (said once, in the greeting)."""
 
     @property
     def db(self) -> Path: ...
@@ -77,6 +79,8 @@ class ChatBackend(Protocol):
 
 class LocalBackend:
     """The index opened read-only in this process, the model loaded once, the Oracle actor."""
+
+    via: str | None = None
 
     def __init__(
         self,
@@ -194,7 +198,7 @@ class LocalBackend:
 
     def _reranker(self, provider: LlmProvider | None) -> Reranker | None:
         """As `ask --rerank` picks: a local cross-encoder when its folder is set, else the LLM."""
-        spec = "cross-encoder" if self._env.get(RERANK_MODEL_DIR_ENV) else "llm"
+        spec = default_reranker_spec(self._env)
         if spec == "llm" and provider is None:
             return None  # nothing to rerank with; retrieval order stands
         key = (spec, id(provider))

@@ -99,5 +99,11 @@ def status(console: Console, report: dict[str, Any], settings: list[tuple[str, s
         )
         for item in report["dropped"]:
             console.print(f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}")
+    if "pid" in report:  # a daemon's report
+        busy = f", indexing ({report['indexing']})" if report.get("indexing") else ""
+        console.print(
+            f"daemon   pid {report['pid']}, up {report['uptime_seconds']:.0f} s, "
+            f"watcher {report['watcher']}, {report['queue_depth']} queued{busy}"
+        )
     for name, value in settings:
         console.print(f"{name:<8} {escape(value)}")

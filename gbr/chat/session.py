@@ -66,7 +66,8 @@ class ChatSession:
     # -- entry points -----------------------------------------------------------------------
 
     def greet(self) -> None:
-        self.console.print(f"[bold]gbr chat[/bold] on {escape(str(self.backend.root))}")
+        via = f" {self.backend.via}" if self.backend.via else ""
+        self.console.print(f"[bold]gbr chat[/bold] on {escape(str(self.backend.root))}{via}")
         if self.backend.has_index():
             report = self.backend.status()
             self.console.print(

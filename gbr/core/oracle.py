@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gbr.core.errors import ProviderError
+from gbr.core.errors import MissingKeyError, ProviderError
 from gbr.core.llm.base import LlmProvider, Message
 from gbr.core.prompt import (
     HYDE_SYSTEM_PROMPT,
@@ -82,6 +82,33 @@ class Answer:
             ],
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Answer:
+        """The answer back from `as_dict` (as the daemon's /ask sends it).
+
+        A chunk's `text` is what went into the prompt, so a cut chunk comes back cut. The
+        messages come back only from a dry run (its `prompt`); `history_sent` and
+        `history_trimmed` only when the daemon was sent a history.
+        """
+        return cls(
+            question=data["question"],
+            text=data.get("answer") or "",
+            chunks=[
+                ContextChunk(Hit.from_dict(c), c["text"], bool(c.get("truncated")))
+                for c in data.get("chunks", [])
+            ],
+            messages=[Message(m["role"], m["content"]) for m in data.get("prompt", [])],
+            citations=[Citation.from_dict(c) for c in data.get("citations", [])],
+            timings={k: float(v) for k, v in (data.get("timings") or {}).items()},
+            provider=data.get("provider"),
+            model=data.get("model"),
+            reranker=data.get("reranker"),
+            hyde=data.get("hyde") or "off",
+            error=data.get("error"),
+            history_sent=int(data.get("history_sent") or 0),
+            history_trimmed=int(data.get("history_trimmed") or 0),
+        )
 
 
 class _Background:
@@ -261,3 +288,29 @@ def _strip_fences(text: str) -> str:
 
 def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
+
+
+@dataclass
+class AskOutcome:
+    """An answer as every front end reports it: the `ask --json` object and the exit code."""
+
+    answer: dict[str, Any]
+    error: str | None = None
+    exit_code: int = 0  # what `gleambrctl ask` exits with for this answer
+
+
+def outcome_of(answer: Answer, dry_run: bool, missing: MissingKeyError | None) -> AskOutcome:
+    """One reading of an Answer for the CLI, the daemon and MCP, so their JSON cannot drift.
+
+    A missing key is not the Oracle's failure (it answered from retrieval alone), so it is
+    passed in; a dry run adds the exact prompt that would have been sent.
+    """
+    data = answer.as_dict()
+    if dry_run:
+        data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
+    if missing is not None:
+        data["error"] = str(missing)
+        return AskOutcome(data, str(missing), missing.exit_code)
+    if answer.error is not None:
+        return AskOutcome(data, answer.error, ProviderError.exit_code)
+    return AskOutcome(data)

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from gbr.core.llm.base import Message
 from gbr.core.records import Hit
@@ -127,13 +128,8 @@ def message_tokens(messages: Sequence[Message]) -> int:
     return sum(estimate_tokens(m.content) + MESSAGE_OVERHEAD for m in messages)
 
 
-def fit_history(history: Sequence[Message], budget: int) -> list[Message]:
-    """The newest whole turns of a conversation that fit `budget` estimated tokens.
-
-    A turn is a user message and the replies after it; turns are dropped oldest first and
-    never cut in half, so the model never sees an answer without its question. Once a turn
-    does not fit, older ones go too: a gap in the middle would misplace what "it" refers to.
-    """
+def split_turns(history: Sequence[Message]) -> list[list[Message]]:
+    """A conversation as turns: each user message with the replies after it (system left out)."""
     turns: list[list[Message]] = []
     for message in history:
         if message.role == "system":
@@ -141,6 +137,17 @@ def fit_history(history: Sequence[Message], budget: int) -> list[Message]:
         if message.role == "user" or not turns:
             turns.append([])
         turns[-1].append(message)
+    return turns
+
+
+def fit_history(history: Sequence[Message], budget: int) -> list[Message]:
+    """The newest whole turns of a conversation that fit `budget` estimated tokens.
+
+    A turn is a user message and the replies after it; turns are dropped oldest first and
+    never cut in half, so the model never sees an answer without its question. Once a turn
+    does not fit, older ones go too: a gap in the middle would misplace what "it" refers to.
+    """
+    turns = split_turns(history)
     kept: list[list[Message]] = []
     used = 0
     for turn in reversed(turns):
@@ -170,6 +177,10 @@ class Citation:
             "end_line": self.end_line,
             "known": self.known,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Citation:
+        return cls(data["path"], int(data["line"]), int(data["end_line"]), bool(data["known"]))
 
 
 def check_citations(answer: str, chunks: Sequence[ContextChunk]) -> list[Citation]:

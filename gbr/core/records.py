@@ -148,3 +148,23 @@ class Hit:
             "signature": self.signature,
             "doc": self.doc,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Hit:
+        """A hit back from its JSON form (the daemon's /search, or a chunk of `ask --json`).
+
+        Keys other than the hit's own, like a chunk's `truncated`, are ignored.
+        """
+        return cls(
+            rank=int(data["rank"]),
+            path=data["path"],
+            module=data["module"],
+            name=data["name"],
+            kind=data["kind"],
+            start_line=int(data["start_line"]),
+            end_line=int(data["end_line"]),
+            score=float(data["score"]),
+            text=data["text"],
+            signature=data.get("signature") or "",
+            doc=data.get("doc") or "",
+        )

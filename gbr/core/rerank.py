@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +34,7 @@ __all__ = [
     "LlmReranker",
     "Message",
     "Reranker",
+    "default_reranker_spec",
     "load_reranker",
     "parse_ranking",
     "passage_text",
@@ -346,6 +347,11 @@ def _check_inputs(session: Any, path: Path) -> tuple[str, ...]:
 
 RERANK_MODEL_DIR_ENV = "GBR_RERANK_MODEL_DIR"
 _OFF = {"", "none", "off"}
+
+
+def default_reranker_spec(env: Mapping[str, str]) -> str:
+    """What `--rerank` uses when no reranker is named: a local model beats a paid round trip."""
+    return "cross-encoder" if env.get(RERANK_MODEL_DIR_ENV, "").strip() else "llm"
 
 
 def load_reranker(spec: str | None, model: CompletionModel | None) -> Reranker | None:

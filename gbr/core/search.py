@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -264,3 +264,8 @@ class Searcher:
             if len(hits) == k:
                 break
         return hits
+
+
+def search_json(query: str, mode: str, hits: Sequence[Hit]) -> dict[str, Any]:
+    """The `search --json` object, which the daemon and the MCP tool return as well."""
+    return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}

@@ -10,16 +10,17 @@ traceback: whatever escapes the handlers is logged and answered with a 503.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
-import queue
 import threading
 import time
 import traceback
-from collections.abc import Iterator
-from typing import Any, Literal
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,11 +37,13 @@ from gbr.core.errors import (
     StoreError,
     SupervisionError,
 )
-from gbr.core.oracle import AskOptions
+from gbr.core.llm.base import Message as ChatMessage
+from gbr.core.oracle import AskOptions, AskOutcome
 from gbr.core.search import Filter
 from gbr.core.telemetry import log
+from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
-from gbr.daemon.service import AskOutcome, AskPlan, Daemon
+from gbr.daemon.service import AskPlan, Daemon
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies and clients from timing out
 
@@ -83,6 +86,15 @@ class SearchResponse(BaseModel):
     results: list[HitBody]
 
 
+class HistoryMessage(BaseModel):
+    """One earlier message of a chat; the system prompt is the daemon's, never the client's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
+    content: str = Field(min_length=1, max_length=HISTORY_MAX_CHARS)
+
+
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -95,6 +107,20 @@ class AskRequest(BaseModel):
     provider: str | None = Field(None, max_length=100)
     model: str | None = Field(None, max_length=200)
     stream: bool = Field(True, description="Server-sent events: token..., answer[, error].")
+    history: list[HistoryMessage] = Field(
+        default_factory=list,
+        max_length=HISTORY_MAX_MESSAGES,
+        description="Earlier turns of a conversation, oldest first; the newest whole turns "
+        "that fit half the budget are sent with the question. With a history, the answer "
+        "also says `history_sent` and `history_trimmed` (messages).",
+    )
+
+
+class LlmResponse(BaseModel):
+    provider: str | None = Field(description="Resolved name; null when none is configured.")
+    model: str | None
+    configured: bool = Field(description="False when the provider lacks its key.")
+    error: str | None = Field(description="Why not configured: what to set.")
 
 
 class HealthResponse(BaseModel):
@@ -140,9 +166,10 @@ def create_app(daemon: Daemon) -> FastAPI:
         docs_url=None,  # the docs pages load scripts from a CDN; the spec is at /openapi.json
         redoc_url=None,
     )
-    _install_error_handlers(app)
+    token = _TokenCheck(daemon.config.token)
+    _install_error_handlers(app, token)
     app.add_middleware(_Guard, metrics=daemon.metrics)
-    auth = [Depends(_token_check(daemon.config.token))]
+    auth = [Depends(token)]
 
     @app.get("/health", response_model=HealthResponse, tags=["daemon"])
     async def health() -> dict[str, Any]:
@@ -190,7 +217,8 @@ def create_app(daemon: Daemon) -> FastAPI:
             hyde=body.hyde,
             dry_run=body.dry_run,
         )
-        plan = daemon.plan_ask(body.question, options, body.provider, body.model)
+        history = [ChatMessage(m.role, m.content) for m in body.history]
+        plan = daemon.plan_ask(body.question, options, body.provider, body.model, history)
         if not body.stream:
             outcome = daemon.run_ask(plan)
             data = dict(outcome.answer)
@@ -202,6 +230,20 @@ def create_app(daemon: Daemon) -> FastAPI:
             media_type="text/event-stream",
             headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
         )
+
+    @app.get(
+        "/llm", dependencies=auth, response_model=LlmResponse, responses=_ERRORS, tags=["query"]
+    )
+    def llm(
+        provider: Annotated[str | None, Query(max_length=100)] = None,
+        model: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> dict[str, Any]:
+        """The provider and model an /ask with these names would use; calls no LLM.
+
+        The daemon holds the keys, so a client asks here rather than looking at its own
+        environment. A missing key is `configured: false`; an unknown name is a 400.
+        """
+        return daemon.check_llm(provider, model)
 
     @app.post("/index", dependencies=auth, responses=_ERRORS, tags=["daemon"])
     def index() -> dict[str, Any]:
@@ -222,47 +264,70 @@ def create_app(daemon: Daemon) -> FastAPI:
     return app
 
 
-def _token_check(token: str | None) -> Any:
-    expected = f"Bearer {token}".encode() if token else None
+class _TokenCheck:
+    """The bearer-token dependency of the routes that need one; the error handlers ask it too.
 
-    async def check(request: Request) -> None:
-        if expected is None:
-            return
-        given = request.headers.get("authorization", "").encode()
-        if not hmac.compare_digest(given, expected):
+    FastAPI reads and parses a body before it runs a route's dependencies, so a bad body
+    would otherwise be judged (422) before the missing token: the token must come first.
+    """
+
+    def __init__(self, token: str | None) -> None:
+        self.expected = f"Bearer {token}".encode() if token else None
+
+    async def __call__(self, request: Request) -> None:
+        if not self.allows(request):
             raise AuthError()
 
-    return check
+    def allows(self, request: Request) -> bool:
+        if self.expected is None:
+            return True
+        given = request.headers.get("authorization", "").encode()
+        return hmac.compare_digest(given, self.expected)
+
+    def refuses(self, request: Request) -> bool:
+        """The matched route needs the token and this request lacks it."""
+        route = request.scope.get("route")
+        guarded = any(dep.dependency is self for dep in getattr(route, "dependencies", ()))
+        return guarded and not self.allows(request)
 
 
 def _sse(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n"
 
 
-def _ask_events(daemon: Daemon, plan: AskPlan) -> Iterator[str]:
+async def _ask_events(daemon: Daemon, plan: AskPlan) -> AsyncIterator[str]:
     """The answer as server-sent events, produced by the Oracle actor on its own thread.
 
-    The generator is closed when the client goes away; `cancel` then stops the LLM stream
-    at its next delta, so no request keeps running for nobody.
+    When the client goes away, Starlette cancels this generator at its `await`, and the
+    `finally` sets `cancel`, which stops the LLM stream at its next delta: no request keeps
+    running for nobody (a chat's Ctrl-C). It is async for that reason: Starlette runs a
+    plain generator in a worker thread and never closes it, so its `finally` would wait
+    for the garbage collector.
     """
-    inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
     cancel = threading.Event()
+
+    def put(item: tuple[str, Any]) -> None:
+        """From the answering threads into the event loop (gone only at shutdown)."""
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(inbox.put_nowait, item)
 
     def work() -> None:
         try:
-            inbox.put(("done", daemon.run_ask(plan, lambda d: inbox.put(("token", d)), cancel)))
+            put(("done", daemon.run_ask(plan, lambda d: put(("token", d)), cancel)))
         except GbrError as exc:
-            inbox.put(("failed", exc))
+            put(("failed", exc))
         except Exception as exc:  # reported to the client as an event, and logged
             log().error("ask_crashed", error=f"{type(exc).__name__}: {exc}")
-            inbox.put(("failed", exc))
+            put(("failed", exc))
 
     threading.Thread(target=work, name="gbr-ask", daemon=True).start()
     try:
         while True:
             try:
-                kind, item = inbox.get(timeout=KEEPALIVE_SECONDS)
-            except queue.Empty:
+                kind, item = await asyncio.wait_for(inbox.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
             if kind == "token":
@@ -286,7 +351,7 @@ def _one_line(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def _install_error_handlers(app: FastAPI) -> None:
+def _install_error_handlers(app: FastAPI, token: _TokenCheck) -> None:
     @app.exception_handler(GbrError)
     async def gbr_error(request: Request, exc: GbrError) -> JSONResponse:
         status = next((code for cls, code in _STATUS_CODES if isinstance(exc, cls)), 503)
@@ -294,16 +359,12 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(AuthError)
     async def auth_error(request: Request, exc: AuthError) -> JSONResponse:
-        return error_response(
-            401,
-            "missing or wrong token; send the header `Authorization: Bearer <token>` with the "
-            "token the daemon was started with (GBR_TOKEN)",
-            "AuthError",
-            **{"www-authenticate": "Bearer"},
-        )
+        return _refused()
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        if token.refuses(request):
+            return _refused()
         return error_response(422, describe_validation(exc.errors()), "ValidationError")
 
     @app.exception_handler(StarletteHTTPException)
@@ -312,10 +373,25 @@ def _install_error_handlers(app: FastAPI) -> None:
             message = f"no such endpoint {request.method} {request.url.path}; see /openapi.json"
         elif exc.status_code == 405:
             message = f"{request.method} is not allowed on {request.url.path}"
+        elif token.refuses(request):  # a body FastAPI could not read, sent without the token
+            return _refused()
+        elif isinstance(exc.__cause__, UnicodeDecodeError):  # FastAPI's "error parsing the body"
+            message = "the body is not valid JSON (it is not UTF-8 text); send a JSON object"
+            return error_response(422, message, "ValidationError")
         else:
             message = str(exc.detail)
         status = exc.status_code if 400 <= exc.status_code < 500 else 503
         return error_response(status, message, "HTTPException", **(exc.headers or {}))
+
+
+def _refused() -> JSONResponse:
+    return error_response(
+        401,
+        "missing or wrong token; send the header `Authorization: Bearer <token>` with the "
+        "token the daemon was started with (GBR_TOKEN)",
+        "AuthError",
+        **{"www-authenticate": "Bearer"},
+    )
 
 
 def describe_validation(errors: Any) -> str:
@@ -330,7 +406,7 @@ def describe_validation(errors: Any) -> str:
         return f"the body is not valid JSON ({reason}); send a JSON object"
     if kind == "missing" and not where:
         return "the request body is missing; send a JSON object (see /openapi.json)"
-    if kind == "model_attributes_type" or (kind.endswith("_type") and not where):
+    if kind.endswith("_type") and not where:  # a nested object's type error names its field
         return "the body must be a JSON object; see /openapi.json"
     if kind == "extra_forbidden":
         return f"unknown field {where!r}; see /openapi.json for the fields this endpoint takes"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -23,12 +23,19 @@ import httpx
 
 from gbr.core import errors
 from gbr.core.errors import ConfigError, DaemonError, GbrError
+from gbr.core.llm.base import Message
 from gbr.core.llm.sse import iter_sse
+from gbr.core.oracle import AskOptions
+from gbr.core.prompt import split_turns
 from gbr.daemon.discovery import DaemonInfo
 
 TOKEN_ENV = "GBR_TOKEN"
 # Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
 READ_TIMEOUT = 120.0
+# What /ask takes as `history` (app.py enforces it): a chat keeps far less, and the Oracle
+# fits what it gets to the budget anyway; the caps only keep one request from being huge.
+HISTORY_MAX_MESSAGES = 100
+HISTORY_MAX_CHARS = 20_000  # per message
 
 
 class DaemonClient:
@@ -72,17 +79,32 @@ class DaemonClient:
         """A full pass (it waits for the daemon's current batch first); `index --json`."""
         return self._json("POST", "/index", timeout=None)
 
+    def llm(self, provider: str | None = None, model: str | None = None) -> dict[str, Any]:
+        """Which provider and model the daemon would answer with: {provider, model,
+        configured, error}. Nothing is called; an unknown provider is a ConfigError."""
+        params = {k: v for k, v in (("provider", provider), ("model", model)) if v is not None}
+        return self._json("GET", "/llm", params=params)
+
     def ask(
-        self, body: dict[str, Any], on_token: Callable[[str], None] | None = None
+        self,
+        body: dict[str, Any],
+        on_token: Callable[[str], None] | None = None,
+        history: Sequence[Message] = (),
     ) -> dict[str, Any]:
         """`ask --json`, streamed: each text delta goes to `on_token` as it arrives.
 
-        When the provider was missing or failed, the answer still carries the retrieved
-        chunks, its `error` says why, and `exit_code` says what `gleambrctl ask` exits with.
+        `history` is the conversation so far (user and assistant turns, oldest first),
+        within HISTORY_MAX_MESSAGES and HISTORY_MAX_CHARS (see `bounded_history`). When the
+        provider was missing or failed, the answer still carries the retrieved chunks, its
+        `error` says why, and `exit_code` says what `gleambrctl ask` exits with. An
+        interrupt (Ctrl-C) while streaming closes the connection, which cancels the answer.
         """
         answer: dict[str, Any] | None = None
         failure: dict[str, Any] | None = None
-        with self._stream("POST", "/ask", {**body, "stream": True}) as response:
+        body = {**body, "stream": True}
+        if history:
+            body["history"] = [{"role": m.role, "content": m.content} for m in history]
+        with self._stream("POST", "/ask", body) as response:
             for event in iter_sse(response.iter_text()):
                 data = _loads(event.data)
                 if event.event == "token" and isinstance(data, str):
@@ -111,9 +133,10 @@ class DaemonClient:
         path: str,
         body: dict[str, Any] | None = None,
         timeout: Any = httpx.USE_CLIENT_DEFAULT,  # None: wait as long as it takes
+        params: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         try:
-            response = self._http.request(method, path, json=body, timeout=timeout)
+            response = self._http.request(method, path, json=body, timeout=timeout, params=params)
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
         if response.status_code >= 400:
@@ -153,6 +176,39 @@ class DaemonClient:
             message = f"the daemon answered HTTP {response.status_code}"
         fallback = ConfigError if response.status_code in (400, 404, 422) else DaemonError
         return _error_class(kind, fallback)(message)
+
+
+def ask_body(
+    question: str, options: AskOptions, provider: str | None, model: str | None
+) -> dict[str, Any]:
+    """The /ask request for what a local ask would be given; one mapping for every client."""
+    return {
+        "question": question,
+        "k": options.max_chunks,
+        "budget": options.budget,
+        "rerank": options.rerank,
+        "hyde": options.hyde,
+        "dry_run": options.dry_run,
+        "provider": provider,
+        "model": model,
+    }
+
+
+def bounded_history(history: Sequence[Message]) -> list[Message]:
+    """The newest whole turns of `history` that /ask accepts (its count and length caps).
+
+    Turns are dropped oldest first and never split, as `fit_history` does with the budget;
+    a turn with an empty message or one over the length cap ends the history there.
+    """
+    kept: list[list[Message]] = []
+    count = 0
+    for turn in reversed(split_turns(history)):
+        unfit = any(not 0 < len(m.content) <= HISTORY_MAX_CHARS for m in turn)
+        if unfit or count + len(turn) > HISTORY_MAX_MESSAGES:
+            break
+        kept.append(turn)
+        count += len(turn)
+    return [m for turn in reversed(kept) for m in turn]
 
 
 def _error_class(name: Any, fallback: type[GbrError]) -> type[GbrError]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,14 +35,13 @@ from gbr.core.errors import (
     GbrError,
     IndexEmptyError,
     MissingKeyError,
-    ProviderError,
     SupervisionError,
 )
 from gbr.core.llm import get_provider
-from gbr.core.llm.base import LlmProvider
-from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
+from gbr.core.llm.base import LlmProvider, Message
+from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
 from gbr.core.records import IndexSummary
-from gbr.core.rerank import RERANK_MODEL_DIR_ENV, load_reranker
+from gbr.core.rerank import default_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher
 from gbr.core.store import Store, ThreadLocalStore, status_report
 from gbr.core.telemetry import log
@@ -71,13 +71,7 @@ class AskPlan:
     options: AskOptions
     oracle: ChildRef
     missing: MissingKeyError | None
-
-
-@dataclass
-class AskOutcome:
-    answer: dict[str, Any]  # the `ask --json` object
-    error: str | None = None
-    exit_code: int = 0  # what `gleambrctl ask` exits with for this answer
+    history: tuple[Message, ...] = ()  # earlier turns of a chat, oldest first
 
 
 # (with an LLM, provider, model, reranker): the names as asked, None meaning the default.
@@ -287,20 +281,39 @@ class Daemon:
         options: AskOptions,
         provider: str | None,
         model: str | None,
+        history: Sequence[Message] = (),
     ) -> AskPlan:
-        """Resolve the provider and the Oracle first, so a bad name is a 400, not a stream."""
+        """Resolve the provider and the Oracle first, so a bad name is a 400, not a stream.
+
+        `history` goes to the Oracle as a local chat sends it, which fits it to the budget.
+        """
         if not question.strip():
             raise ConfigError("the question is empty; ask something about the code")
         missing: MissingKeyError | None = None
+        turns = tuple(history)
         if not options.dry_run:
-            spec = None
-            if options.rerank:
-                spec = "cross-encoder" if os.environ.get(RERANK_MODEL_DIR_ENV) else "llm"
+            spec = default_reranker_spec(os.environ) if options.rerank else None
             try:
-                return AskPlan(question, options, self._oracle((True, provider, model, spec)), None)
+                oracle = self._oracle((True, provider, model, spec))
+                return AskPlan(question, options, oracle, None, turns)
             except MissingKeyError as exc:
                 missing = exc
-        return AskPlan(question, options, self._oracle(_NO_LLM), missing)
+        return AskPlan(question, options, self._oracle(_NO_LLM), missing, turns)
+
+    def check_llm(self, provider: str | None, model: str | None) -> dict[str, Any]:
+        """Which provider and model an /ask with these names would use; calls nothing.
+
+        The daemon holds the keys, so only it can say; a missing key is an answer here
+        (`configured` false), an unknown provider name a ConfigError.
+        """
+        try:
+            llm = get_provider(provider, model=model)
+        except MissingKeyError as exc:
+            return {"provider": exc.provider, "model": None, "configured": False, "error": str(exc)}
+        try:
+            return {"provider": llm.name, "model": llm.model, "configured": True, "error": None}
+        finally:
+            _close_provider(llm)
 
     def _oracle(self, key: _OracleKey) -> ChildRef:
         """One supervised Oracle actor per (provider, model, reranker), made on first use.
@@ -353,18 +366,15 @@ class Daemon:
         """Answer through the Oracle actor; provider failures come back in the outcome."""
         started = time.monotonic()
         answer: Answer = ask_oracle(
-            plan.oracle, AskQuestion(plan.question, plan.options, on_token, cancel=cancel)
+            plan.oracle,
+            AskQuestion(plan.question, plan.options, on_token, plan.history, cancel=cancel),
         )
         self.metrics.observe("gbr_ask_seconds", time.monotonic() - started)
-        data = answer.as_dict()
-        if plan.options.dry_run:
-            data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
-        if plan.missing is not None:
-            data["error"] = str(plan.missing)
-            return AskOutcome(data, str(plan.missing), plan.missing.exit_code)
-        if answer.error is not None:
-            return AskOutcome(data, answer.error, ProviderError.exit_code)
-        return AskOutcome(data)
+        outcome = outcome_of(answer, plan.options.dry_run, plan.missing)
+        if plan.history:  # only then: an /ask without history answers exactly as before
+            outcome.answer["history_sent"] = answer.history_sent
+            outcome.answer["history_trimmed"] = answer.history_trimmed
+        return outcome
 
     # ------------------------------------------------------------------ status
 

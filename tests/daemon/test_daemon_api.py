@@ -152,7 +152,9 @@ def test_bad_ask_bodies_get_a_4xx(daemon: RunningDaemon) -> None:
 
 def test_openapi_spec_lists_every_endpoint(daemon: RunningDaemon) -> None:
     spec = daemon.get("/openapi.json").json()
-    assert {"/health", "/status", "/search", "/ask", "/index", "/metrics"} <= set(spec["paths"])
+    assert {"/health", "/status", "/search", "/ask", "/index", "/llm", "/metrics"} <= set(
+        spec["paths"]
+    )
     search = spec["paths"]["/search"]["post"]
     assert {"200", "422"} <= set(search["responses"])
 

@@ -1,0 +1,1 @@
+"""Model Context Protocol access to the index, for AI agents (`gleambrctl mcp`)."""

@@ -1,0 +1,236 @@
+"""`gleambrctl mcp`: the index as Model Context Protocol tools, over stdio.
+
+An agent reads the text of a tool result, and a program reads its structured content.
+Both are given: the text is laid out as the Oracle's own context (a header naming the
+function and file, then the code), and the structured content is the object the matching
+`gleambrctl ... --json` command prints. An expected failure (no index yet, a bad filter, a
+missing key) is a tool error whose one-line text says what to do next, never a crashed
+server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from gbr import __version__
+from gbr.actors.coordinator import Progress
+from gbr.core.errors import GbrError
+from gbr.core.oracle import AskOptions
+from gbr.core.prompt import render_chunk
+from gbr.core.records import Hit
+from gbr.core.search import Filter
+from gbr.mcp.backends import IndexChooser
+
+INSTRUCTIONS = (
+    "Search and ask about one Gleam package, indexed locally. Use search_code to find "
+    "functions, types and constants by meaning or by name; it returns their code with "
+    "path:line. Use ask_codebase for a cited answer from an LLM. Call reindex when the "
+    "index is missing or old (a running `gleambrctl serve` keeps it fresh by itself)."
+)
+PROGRESS_EVERY = 0.5  # seconds between progress notifications during a reindex
+
+Kind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
+READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+
+def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) -> MCPServer:
+    server = MCPServer(
+        "gleambrctl",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",  # stderr stays quiet unless something is wrong
+    )
+
+    @server.tool(annotations=READ_ONLY)
+    def search_code(
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=2000,
+                description="Words (`parse an isbn`) or an identifier (`isbn.parse`).",
+            ),
+        ],
+        k: Annotated[int, Field(ge=1, le=50, description="How many hits.")] = 8,
+        mode: Annotated[
+            Literal["hybrid", "dense", "bm25"],
+            Field(description="hybrid fuses meaning (dense) and words (bm25)."),
+        ] = "hybrid",
+        path: Annotated[
+            str | None, Field(max_length=500, description="Only files under this prefix or glob.")
+        ] = None,
+        module: Annotated[
+            str | None, Field(max_length=500, description="Only this module and its submodules.")
+        ] = None,
+        kinds: Annotated[list[Kind], Field(max_length=6, description="Only these kinds.")] = [],  # noqa: B006 - pydantic copies defaults
+    ) -> CallToolResult:
+        """Find code in the indexed Gleam package; returns each hit's code with path:line."""
+        where = Filter(path=path, module=module, kinds=tuple(kinds))
+        with _tool_errors(), chooser.current() as index:
+            data = index.search(query, k, mode, where)
+            via = index.via
+        return _result(_hits_text(data, via), data)
+
+    @server.tool()
+    def ask_codebase(
+        question: Annotated[
+            str, Field(min_length=1, max_length=10_000, description="A question about the code.")
+        ],
+        k: Annotated[int, Field(ge=1, le=50, description="Most chunks to send.")] = 8,
+        budget: Annotated[
+            int, Field(ge=200, le=200_000, description="Context budget, in tokens.")
+        ] = 3000,
+        rerank: Annotated[bool, Field(description="Fetch 30 candidates and rerank.")] = False,
+        hyde: Annotated[
+            bool | None,
+            Field(description="Also search with a hypothetical snippet (default: automatic)."),
+        ] = None,
+        provider: Annotated[
+            str | None, Field(max_length=100, description="groq, gemini or openai.")
+        ] = None,
+        model: Annotated[str | None, Field(max_length=200, description="The model.")] = None,
+        dry_run: Annotated[
+            bool, Field(description="Return the prompt that would be sent; call no LLM.")
+        ] = False,
+    ) -> CallToolResult:
+        """Answer a question from the package's code with path:line citations (calls an LLM)."""
+        options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
+        with _tool_errors(), chooser.current() as index:
+            outcome = index.ask(question, options, provider, model)
+        data = outcome.answer
+        if outcome.error is not None:
+            text = f"error: {outcome.error}\n\nThe context that was retrieved:\n\n" + _chunks_text(
+                data["chunks"]
+            )
+            return _result(text, {**data, "exit_code": outcome.exit_code}, error=True)
+        if dry_run:
+            text = "\n\n".join(f"----- {m['role']} -----\n{m['content']}" for m in data["prompt"])
+            return _result(text, data)
+        return _result(_answer_text(data), data)
+
+    @server.tool(annotations=READ_ONLY)
+    def index_status() -> CallToolResult:
+        """What is indexed: files, chunks, dropped files and why, and the daemon if one runs."""
+        with _tool_errors(), chooser.current() as index:
+            data = index.status()
+            via = index.via
+        return _result(_status_text(data, via), data)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True))
+    async def reindex(ctx: Context) -> CallToolResult:
+        """Index the package again: changed files are re-embedded, unchanged ones are kept."""
+        last = 0.0
+        loop = anyio.lowlevel.current_token()  # progress comes from the coordinator's thread
+
+        def report(p: Progress) -> None:
+            nonlocal last
+            now = time.monotonic()
+            if now - last < progress_every:
+                return
+            last = now
+            of = f" of {p.expected}" if p.expected is not None else ""
+            message = f"{p.done}{of} files, {p.chunks} chunks"
+            # A client that went away must not cost the index run its coordinator.
+            with contextlib.suppress(Exception):
+                anyio.from_thread.run(ctx.report_progress, p.done, p.expected, message, token=loop)
+
+        def work() -> tuple[dict[str, Any], str]:
+            with _tool_errors(), chooser.current() as index:
+                return index.reindex(report), index.via
+
+        data, via = await anyio.to_thread.run_sync(work)
+        return _result(_summary_text(data, via), data)
+
+    return server
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _result(text: str, data: dict[str, Any], error: bool = False) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=data, is_error=error
+    )
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """A GbrError becomes a ToolError with its one line; anything else stays a server bug."""
+    try:
+        yield
+    except GbrError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def _hits_text(data: dict[str, Any], via: str) -> str:
+    results = data["results"]
+    if not results:
+        return f"No hits for {data['query']!r} ({data['mode']}, {via})."
+    head = f"{len(results)} hits for {data['query']!r} ({data['mode']}, {via}):\n\n"
+    return head + "\n".join(render_chunk(r["rank"], Hit.from_dict(r)) for r in results)
+
+
+def _chunks_text(chunks: list[dict[str, Any]]) -> str:
+    if not chunks:
+        return "(nothing was retrieved)"
+    return "\n".join(render_chunk(c["rank"], Hit.from_dict(c), c["text"]) for c in chunks)
+
+
+def _answer_text(data: dict[str, Any]) -> str:
+    sources = "\n".join(
+        f"[{c['rank']}] {c['path']}:{c['start_line']}-{c['end_line']} {c['name']}"
+        for c in data["chunks"]
+    )
+    text = f"{data['answer'].rstrip()}\n\nSources:\n{sources}"
+    unknown = data.get("unknown_citations") or []
+    if unknown:
+        listed = ", ".join(f"{c['path']}:{c['line']}" for c in unknown)
+        text += f"\n\nCited but not in the context sent (check these): {listed}"
+    return text
+
+
+def _status_text(data: dict[str, Any], via: str) -> str:
+    lines = [
+        f"index {data['db']} ({via})",
+        f"root {data['root']}",
+        f"files {data['files_ok']} indexed, {data['files_failed']} dropped; "
+        f"chunks {data['chunks']} ({data['stale_chunks']} stale)",
+    ]
+    if "pid" in data:
+        lines.append(
+            f"daemon: watcher {data['watcher']}, {data['queue_depth']} queued, "
+            f"indexing {data['indexing'] or 'nothing'}, {data['restarts']} restarts"
+        )
+    for item in data.get("dropped", []):
+        lines.append(f"dropped {item['path']}: {item['error']}")
+    return "\n".join(lines)
+
+
+def _summary_text(data: dict[str, Any], via: str) -> str:
+    lines = [
+        f"indexed {data['root']} ({via}) in {data['seconds']} s: "
+        f"{data['files_indexed']} files indexed, {data['files_unchanged']} unchanged, "
+        f"{data['files_removed']} removed, {data['files_dropped']} dropped; "
+        f"{data['chunks']} chunks written"
+    ]
+    for item in data.get("dropped", []):
+        lines.append(f"dropped {item['path']}: {item['reason']}")
+    return "\n".join(lines)
+
+
+def run_stdio(chooser: IndexChooser) -> None:
+    """Serve until the client closes stdin."""
+    anyio.run(build_server(chooser).run_stdio_async)
