@@ -114,6 +114,7 @@ class Daemon:
         self._oracle_lock = threading.Lock()
         self._oracle_serial = 0
         self._waiting: set[Future[IndexSummary]] = set()
+        self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -140,13 +141,19 @@ class Daemon:
         self.indexer.tell(IndexEverything("startup: catch up with changes made while stopped"))
 
     def begin_shutdown(self) -> None:
-        """Stop taking work: no more batches, a running pass ends early, waiters are told.
+        """Stop taking work: no new batches; the running pass and answers in flight end early.
+
+        Waiters on a pass are told; an answer being streamed stops at its next delta and
+        its client gets what came.
 
         Called before the HTTP server stops, so a request waiting on a pass ends at once
         instead of holding the server's grace period.
         """
         self._cancel.set()
         self.watcher.stop()
+        with self._oracle_lock:
+            for cancel in self._answering:
+                cancel.set()  # each stops at its next delta; its client gets what came
         for future in list(self._waiting):
             if not future.done():
                 future.set_exception(DaemonError("the daemon is shutting down; run it again"))
@@ -365,10 +372,19 @@ class Daemon:
     ) -> AskOutcome:
         """Answer through the Oracle actor; provider failures come back in the outcome."""
         started = time.monotonic()
-        answer: Answer = ask_oracle(
-            plan.oracle,
-            AskQuestion(plan.question, plan.options, on_token, plan.history, cancel=cancel),
-        )
+        cancel = cancel or threading.Event()
+        with self._oracle_lock:
+            self._answering.add(cancel)
+        if self._cancel.is_set():  # shutdown began: an answer now would hold the exit
+            cancel.set()
+        try:
+            answer: Answer = ask_oracle(
+                plan.oracle,
+                AskQuestion(plan.question, plan.options, on_token, plan.history, cancel=cancel),
+            )
+        finally:
+            with self._oracle_lock:
+                self._answering.discard(cancel)
         self.metrics.observe("gbr_ask_seconds", time.monotonic() - started)
         outcome = outcome_of(answer, plan.options.dry_run, plan.missing)
         if plan.history:  # only then: an /ask without history answers exactly as before

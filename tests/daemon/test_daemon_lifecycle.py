@@ -6,6 +6,7 @@ import json
 import signal
 from pathlib import Path
 
+from gbr.core.llm.sse import iter_sse
 from gbr.core.store import Store
 from tests.daemon.conftest import (
     RunningDaemon,
@@ -16,6 +17,7 @@ from tests.daemon.conftest import (
     start_daemon,
     wait_until,
 )
+from tests.fake_llm import FakeLlm, Reply
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -55,6 +57,30 @@ def test_a_token_is_required_when_set_and_sigterm_stops_cleanly(
             json.loads(line)
     with Store.open(root / ".gbr" / "index.duckdb", read_only=True) as store:
         assert store.counts()["files_ok"] == 5
+
+
+def test_sigterm_cuts_an_answer_that_is_streaming_and_still_exits_cleanly(
+    tmp_path: Path, daemons: list[RunningDaemon], fake_llm: FakeLlm
+) -> None:
+    root = copy_small(tmp_path / "small")
+    env = clean_env(tmp_path / "home", **fake_llm.env("groq"))
+    full = "word " * 40
+    fake_llm.script(Reply(full, chunks=40, chunk_delay=1.0))  # 40 s if nobody cuts it
+    daemon = start_daemon(root, env=env)
+    daemons.append(daemon)
+    daemon.wait_idle()
+    body = {"question": "how is an isbn parsed?", "hyde": False}
+    with daemon.http() as client, client.stream("POST", "/ask", json=body) as response:
+        events = iter_sse(response.iter_text())
+        first = next(events)
+        assert first.event == "token"
+        daemon.proc.send_signal(signal.SIGTERM)
+        rest = list(events)
+    assert daemon.proc.wait(25) == 0  # well before the LLM would have finished
+    answers = [json.loads(e.data) for e in rest if e.event == "answer"]
+    assert len(answers) == 1
+    assert 0 < len(answers[0]["answer"]) < len(full)  # what came before the cut
+    assert "daemon_stopped" in daemon.log_text()
 
 
 def test_a_non_loopback_host_needs_a_token(tmp_path: Path) -> None:
