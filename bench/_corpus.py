@@ -12,6 +12,7 @@ import resource
 import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -268,10 +269,13 @@ class PeakRss:
 
     It also measures how busy the CPUs were with *other* processes during the phase
     (`others_cpu`, a share of all cores), since a shared machine skews every timing.
+    `pids` are processes the bench started (a daemon it measures): their CPU is the
+    bench's own, not other processes'.
     """
 
-    def __init__(self, interval: float = 0.05) -> None:
+    def __init__(self, interval: float = 0.05, pids: Sequence[int] = ()) -> None:
         self.interval = interval
+        self.pids = tuple(pids)
         self.peak = 0
         self.start_rss = 0
         self.others_cpu: float | None = None
@@ -281,7 +285,7 @@ class PeakRss:
 
     def __enter__(self) -> PeakRss:
         self.start_rss = self.peak = rss_bytes()
-        self._cpu0 = _cpu_snapshot()
+        self._cpu0 = _cpu_snapshot(self.pids)
         self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
         self._thread.start()
         return self
@@ -295,7 +299,7 @@ class PeakRss:
         if self._thread is not None:
             self._thread.join()
         self.peak = max(self.peak, rss_bytes())
-        end = _cpu_snapshot()
+        end = _cpu_snapshot(self.pids)
         if self._cpu0 is not None and end is not None:
             wall = end[0] - self._cpu0[0]
             system_busy = end[1] - self._cpu0[1]
@@ -305,16 +309,22 @@ class PeakRss:
                 self.others_cpu = max(0.0, (system_busy - mine) / (wall * cores))
 
 
-def _cpu_snapshot() -> tuple[float, float, float] | None:
-    """(wall, busy CPU seconds of the whole system, CPU seconds of this process)."""
+def _cpu_snapshot(pids: Sequence[int] = ()) -> tuple[float, float, float] | None:
+    """(wall, busy CPU seconds of the whole system, CPU seconds of this process and `pids`)."""
     try:
         import psutil
     except ImportError:  # pragma: no cover
         return None
     total = psutil.cpu_times()
     busy = sum(getattr(total, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq"))
-    proc = psutil.Process().cpu_times()
-    return time.monotonic(), busy, proc.user + proc.system
+    mine = 0.0
+    for pid in (None, *pids):
+        try:
+            proc = psutil.Process(pid).cpu_times()
+        except psutil.Error:  # a process that already exited adds nothing more
+            continue
+        mine += proc.user + proc.system
+    return time.monotonic(), busy, mine
 
 
 _IDLE = {
@@ -526,3 +536,29 @@ def open_read_only(db: Path, attempts: int = 50) -> Any:
             gc.collect()
             time.sleep(0.1)
     raise AssertionError("unreachable")
+
+
+def bench_main(
+    args: Any,
+    prefix: str,
+    results: dict[str, Any],
+    run: Callable[[Path], None],
+    report: Callable[[dict[str, Any]], None],
+) -> int:
+    """The frame every bench shares: a work folder (kept with --keep or --workdir), quiet
+    telemetry, the machine's load before and after, the report, --json, and an exit code
+    that is 1 when any target missed."""
+    work = args.workdir or Path(tempfile.mkdtemp(prefix=prefix))
+    work.mkdir(parents=True, exist_ok=True)
+    quiet_telemetry(work)
+    results.setdefault("machine", machine())
+    results.setdefault("args", {})["workdir"] = work
+    try:
+        run(work)
+    finally:
+        results["machine"]["load_average_at_end"] = load_average()
+        if not args.keep and args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    report(results)
+    write_json(args.json, results)
+    return 0 if all(c["ok"] for c in results["checks"]) else 1

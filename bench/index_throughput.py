@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -84,19 +82,10 @@ def options(args: argparse.Namespace, root: Path, db: Path) -> IndexOptions:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="gbr-bench-index-"))
-    work.mkdir(parents=True, exist_ok=True)
-    bc.quiet_telemetry(work)
-    results: dict[str, Any] = {"machine": bc.machine(), "args": vars(args) | {"workdir": work}}
-    try:
-        run(args, work, results)
-    finally:
-        results["machine"]["load_average_at_end"] = bc.load_average()
-        if not args.keep and args.workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    report(results)
-    bc.write_json(args.json, results)
-    return 0 if all(c["ok"] for c in results["checks"]) else 1
+    results: dict[str, Any] = {"args": dict(vars(args))}
+    return bc.bench_main(
+        args, "gbr-bench-index-", results, lambda work: run(args, work, results), report
+    )
 
 
 def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:

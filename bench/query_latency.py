@@ -25,7 +25,6 @@ import pstats
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -131,23 +130,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="gbr-bench-query-"))
-    work.mkdir(parents=True, exist_ok=True)
-    bc.quiet_telemetry(work)
-    results: dict[str, Any] = {
-        "machine": bc.machine(),
-        "args": vars(args) | {"workdir": work},
-        "sizes": {},
-    }
-    try:
-        run(args, sizes, work, results)
-    finally:
-        results["machine"]["load_average_at_end"] = bc.load_average()
-        if not args.keep and args.workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
-    report(results)
-    bc.write_json(args.json, results)
-    return 0 if all(c["ok"] for c in results["checks"]) else 1
+    results: dict[str, Any] = {"args": dict(vars(args)), "sizes": {}}
+    return bc.bench_main(
+        args, "gbr-bench-query-", results, lambda work: run(args, sizes, work, results), report
+    )
 
 
 def run(args: argparse.Namespace, sizes: list[int], work: Path, results: dict[str, Any]) -> None:

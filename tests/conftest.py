@@ -11,7 +11,9 @@ import pykka
 import pytest
 
 from gbr.core.embedder import OnnxEmbedder
+from gbr.core.llm import provider_env_vars
 from gbr.core.model_files import resolve_model_files
+from gbr.core.rerank import RERANK_MODEL_DIR_ENV
 
 # The fake LLM server's `fake_llm` fixture, for every test module.
 pytest_plugins = ["tests.fake_llm"]
@@ -20,15 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 # The CLI of this venv, for tests that run it as a user would, in a subprocess.
 CTL = str(Path(sys.executable).parent / "gleambrctl")
 # What configures an LLM provider or a reranker; subprocess tests start from none of them.
-PROVIDER_VARS = (
-    "GROQ_API_KEY",
-    "GEMINI_API_KEY",
-    "GBR_OPENAI_BASE_URL",
-    "GBR_OPENAI_API_KEY",
-    "GBR_GROQ_BASE_URL",
-    "GBR_GEMINI_BASE_URL",
-    "GBR_RERANK_MODEL_DIR",
-)
+PROVIDER_VARS = (*provider_env_vars(), RERANK_MODEL_DIR_ENV)
 EXAMPLE = REPO / "examples" / "bookshelf"
 
 

@@ -6,12 +6,15 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from gbr.core.errors import ConfigError
 from gbr.core.model_files import ModelFiles
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 
 class Embedder(Protocol):
@@ -35,6 +38,18 @@ class PaddingStats:
     def waste(self) -> float:
         total = self.real + self.padded
         return self.padded / total if total else 0.0
+
+
+def no_spinning(options: ort.SessionOptions) -> None:
+    """Idle onnxruntime threads sleep instead of spin-waiting for the next run.
+
+    Spinning buys a little latency between runs of one batch, but in a daemon a query's
+    embedding left both cores busy spinning after every search, which tripled the time a
+    concurrent index batch took (bench/daemon_load.py). Bulk indexing does not lose by it
+    (bench/index_throughput.py, same ratio to the ceiling).
+    """
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
 
 
 class OnnxEmbedder:
@@ -73,6 +88,7 @@ class OnnxEmbedder:
         options.intra_op_num_threads = threads or os.cpu_count() or 1
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        no_spinning(options)
         try:
             self._session = ort.InferenceSession(
                 str(files.onnx), options, providers=["CPUExecutionProvider"]

@@ -321,9 +321,12 @@ def _pad_id(tokenizer: Any) -> int:
 def _load_session(path: Path, threads: int | None) -> Any:
     import onnxruntime as ort
 
+    from gbr.core.embedder import no_spinning
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads or os.cpu_count() or 1
     options.inter_op_num_threads = 1
+    no_spinning(options)
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])

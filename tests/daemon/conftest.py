@@ -28,6 +28,11 @@ from tests.conftest import CTL, EXAMPLE, SMALL_FILES
 from tests.conftest import PROVIDER_VARS as BASE_PROVIDER_VARS
 
 PROVIDER_VARS = (*BASE_PROVIDER_VARS, "GBR_TOKEN", "GBR_FAULTS")
+# The keys of one hit in `search --json`, spelled out: they are the API, not Hit's fields.
+HIT_KEYS = {
+    "rank", "path", "module", "name", "kind", "start_line", "end_line", "score", "text",
+    "signature", "doc",
+}  # fmt: skip
 DEADLINE = 15.0  # seconds to wait for something the daemon should do soon
 T = TypeVar("T")
 

@@ -17,6 +17,7 @@ import pytest
 
 from tests.daemon.conftest import (
     CTL,
+    HIT_KEYS,
     RunningDaemon,
     clean_env,
     copy_small,
@@ -27,19 +28,6 @@ from tests.fake_llm import FakeLlm, Reply
 
 KEY = "sk-test-DAEMON-1234567890"
 QUESTION = "how do I check that a book number is valid"
-HIT_KEYS = {
-    "rank",
-    "path",
-    "module",
-    "name",
-    "kind",
-    "start_line",
-    "end_line",
-    "score",
-    "text",
-    "signature",
-    "doc",
-}
 
 
 @pytest.fixture(scope="module")

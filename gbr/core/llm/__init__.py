@@ -6,7 +6,13 @@ for delta in provider.stream([Message("system", RULES), Message("user", question
 """
 
 from gbr.core.llm.base import LlmProvider, Message, ProviderSettings
-from gbr.core.llm.registry import available, get_provider, is_configured, register
+from gbr.core.llm.registry import (
+    available,
+    get_provider,
+    is_configured,
+    provider_env_vars,
+    register,
+)
 
 __all__ = [
     "LlmProvider",
@@ -15,5 +21,6 @@ __all__ = [
     "available",
     "get_provider",
     "is_configured",
+    "provider_env_vars",
     "register",
 ]

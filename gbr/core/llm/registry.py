@@ -64,6 +64,16 @@ class ProviderRegistry:
     def available(self) -> list[str]:
         return list(self._factories)
 
+    def env_vars(self) -> list[str]:
+        """Every variable that configures a registered provider: what to scrub for a clean
+        environment (tests, benchmarks, a daemon started without keys)."""
+        names = (
+            var
+            for factory in self._factories.values()
+            for var in (factory.key_env, factory.base_url_env, factory.model_env)
+        )
+        return list(dict.fromkeys(var for var in names if var))
+
     def canonical(self, name: str) -> str:
         key = _norm(name)
         key = self._aliases.get(key, key)
@@ -177,6 +187,7 @@ _registry.register(
 
 register = _registry.register
 available = _registry.available
+provider_env_vars = _registry.env_vars
 resolve_settings = _registry.resolve_settings
 get_provider = _registry.get_provider
 
