@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -283,7 +284,11 @@ class WriterActor(_Stage):
                 self.coordinator.tell(FileDone(path, "removed"))
         elif isinstance(message, FinishRun):
             if message.changed or not store.has_fulltext() or store.fulltext_stale():
-                store.refresh_fulltext()
+                started = time.monotonic()
+                how = store.update_fulltext()
+                log().info(
+                    "fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4)
+                )
             self._flagged = False
             store.set_meta(last_run=message.summary_json)
             if not store.checkpoint(wait=1.0):

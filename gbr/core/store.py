@@ -287,6 +287,111 @@ class Store:
             self.con.execute(f"DROP SCHEMA IF EXISTS {_FTS_SCHEMA}")
             self.con.execute(config.pragma())
             self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
+            self.set_meta(fulltext_config=config.pragma())
+
+    def update_fulltext(self, config: FtsConfig = FtsConfig(), rebuild_share: float = 0.25) -> str:
+        """Bring the full-text index up to date with the chunks; returns how it was done.
+
+        A daemon's batch changes a few chunks, and a full rebuild costs about 0.8 s per 10k
+        chunks, which is most of a save's time to become searchable. So the index tables are
+        patched instead: the documents whose chunk is gone, and the chunks it lacks, are
+        found by comparing the two (ids are never reused), so no bookkeeping can drift and a
+        run killed half-way is repaired by the next one. Tokens go through the index's own
+        `tokenize` macro, its stop word table and `stem`, as the extension builds them;
+        tests compare the result with a rebuild. A large change, an index built with other
+        settings, or none at all is rebuilt: "rebuilt", "patched" or "unchanged".
+        """
+        if not self.has_fulltext() or self.meta().get("fulltext_config") != config.pragma():
+            self.refresh_fulltext(config)
+            return "rebuilt"
+        fts = _FTS_SCHEMA
+        with self.transaction():
+            self.con.execute(
+                f"CREATE OR REPLACE TEMP TABLE fts_gone AS SELECT docid FROM {fts}.docs "
+                "WHERE name NOT IN (SELECT id FROM chunks)"
+            )
+            self.con.execute(
+                "CREATE OR REPLACE TEMP TABLE fts_new AS SELECT id, search_text FROM chunks "
+                f"WHERE id NOT IN (SELECT name FROM {fts}.docs)"
+            )
+            gone, new, docs = self.con.execute(
+                "SELECT (SELECT count(*) FROM fts_gone), (SELECT count(*) FROM fts_new), "
+                f"(SELECT count(*) FROM {fts}.docs)"
+            ).fetchone() or (0, 0, 0)
+            if gone + new == 0:
+                self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
+                return "unchanged"
+            if gone + new > rebuild_share * max(docs, 1):
+                rebuild = True
+            else:
+                rebuild = False
+                self._patch_fulltext(config)
+                self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
+        if rebuild:
+            self.refresh_fulltext(config)
+            return "rebuilt"
+        return "patched"
+
+    def _patch_fulltext(self, config: FtsConfig) -> None:
+        """Remove the gone documents and add the new ones (see update_fulltext), in the
+        caller's transaction: readers on other connections see the old index until commit."""
+        fts = _FTS_SCHEMA
+        stem = "w" if config.stemmer == "none" else f"stem(w, '{config.stemmer}')"
+        stop = (
+            "" if config.stopwords == "none" else f"AND w NOT IN (SELECT sw FROM {fts}.stopwords)"
+        )
+        run = self.con.execute
+        # Document frequencies first, while the gone documents' terms are still there.
+        run(
+            f"""UPDATE {fts}.dict SET df = dict.df - gone.n
+            FROM (SELECT termid, count(DISTINCT docid) AS n FROM {fts}.terms
+                  WHERE docid IN (SELECT docid FROM fts_gone) GROUP BY termid) AS gone
+            WHERE dict.termid = gone.termid"""
+        )
+        run(f"DELETE FROM {fts}.terms WHERE docid IN (SELECT docid FROM fts_gone)")
+        run(f"DELETE FROM {fts}.docs WHERE docid IN (SELECT docid FROM fts_gone)")
+        run(f"DELETE FROM {fts}.dict WHERE df <= 0")
+        run(
+            f"""CREATE OR REPLACE TEMP TABLE fts_new_terms AS
+            WITH numbered AS (
+                SELECT id, search_text,
+                       (SELECT coalesce(max(docid), -1) FROM {fts}.docs)
+                           + row_number() OVER (ORDER BY id) AS docid
+                FROM fts_new),
+            words AS (
+                SELECT docid, id, unnest({fts}.tokenize(search_text)) AS w FROM numbered)
+            SELECT docid, id, {stem} AS term FROM words WHERE w <> '' {stop}"""
+        )
+        run(
+            f"""INSERT INTO {fts}.docs
+            SELECT n.docid, n.id, coalesce(t.len, 0)
+            FROM (SELECT DISTINCT docid, id FROM fts_new_terms) AS n
+            LEFT JOIN (SELECT docid, count(*) AS len FROM fts_new_terms GROUP BY docid) AS t
+            USING (docid)"""
+        )
+        run(
+            f"""INSERT INTO {fts}.dict
+            SELECT (SELECT coalesce(max(termid), -1) FROM {fts}.dict)
+                       + row_number() OVER (ORDER BY term), term, 0
+            FROM (SELECT DISTINCT term FROM fts_new_terms
+                  WHERE term NOT IN (SELECT term FROM {fts}.dict))"""
+        )
+        run(
+            f"""UPDATE {fts}.dict SET df = dict.df + added.n
+            FROM (SELECT term, count(DISTINCT docid) AS n FROM fts_new_terms GROUP BY term)
+                 AS added
+            WHERE dict.term = added.term"""
+        )
+        run(
+            f"""INSERT INTO {fts}.terms
+            SELECT t.docid, 0, d.termid FROM fts_new_terms AS t JOIN {fts}.dict AS d USING (term)"""
+        )
+        run(
+            f"""UPDATE {fts}.stats SET num_docs = s.n, avgdl = s.avgdl
+            FROM (SELECT count(*) AS n, avg(len) AS avgdl FROM {fts}.docs) AS s"""
+        )
+        for table in ("fts_gone", "fts_new", "fts_new_terms"):
+            run(f"DROP TABLE IF EXISTS {table}")
 
     def has_fulltext(self) -> bool:
         row = self.con.execute(

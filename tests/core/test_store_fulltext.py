@@ -1,0 +1,126 @@
+"""The full-text index patched in place must be the index a rebuild would make.
+
+Real pipeline, real DuckDB FTS: the example is indexed, edited (a function added, a file
+deleted, a file added), indexed again (which patches the index), and the patched tables
+are compared with a rebuild of the same chunks in a copy of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.core import telemetry
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.store import FtsConfig, Store
+from tests.conftest import write_tree
+
+FTS = "fts_main_chunks"
+QUERIES = ["parse isbn", "patron fine", "overdue_days", "ledger_balance total", "zzz"]
+
+
+def fts_state(store: Store) -> dict[str, Any]:
+    """Everything BM25 reads, keyed by chunk id and term rather than by internal numbers."""
+    q = store.con.execute
+    terms = q(
+        f"""SELECT d.name, t.term, count(*) FROM {FTS}.terms
+        JOIN {FTS}.docs AS d USING (docid) JOIN {FTS}.dict AS t USING (termid)
+        GROUP BY ALL"""
+    ).fetchall()
+    ((num_docs, avgdl),) = q(f"SELECT num_docs, avgdl FROM {FTS}.stats").fetchall()
+    return {
+        "docs": sorted(q(f"SELECT name, len FROM {FTS}.docs").fetchall()),
+        "terms": sorted(terms),
+        "dict": sorted(q(f"SELECT term, df FROM {FTS}.dict").fetchall()),
+        "num_docs": num_docs,
+        "avgdl": round(avgdl, 9),
+    }
+
+
+def scores(store: Store) -> dict[str, list[tuple[int, float]]]:
+    return {query: [(i, round(s, 9)) for i, s in store.bm25(query, 50)] for query in QUERIES}
+
+
+def events(path: Path, name: str) -> list[dict[str, Any]]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [e for e in map(json.loads, lines) if e.get("event") == name]
+
+
+@pytest.fixture
+def edited_index(example_copy: Path, tmp_path: Path, model: OnnxEmbedder) -> Path:
+    log = tmp_path / "events.jsonl"
+    telemetry.configure(log)
+    db = tmp_path / "index.duckdb"
+    run_index(IndexOptions(root=example_copy, db=db), model)
+    assert [e["how"] for e in events(log, "fulltext_updated")] == ["rebuilt"]
+
+    isbn = example_copy / "src/bookshelf/isbn.gleam"
+    isbn.write_text(isbn.read_text() + "\npub fn ledger_balance(total: Int) -> Int {\n  total\n}\n")
+    (example_copy / "src/bookshelf/ffi.gleam").unlink()
+    write_tree(example_copy, {"src/bookshelf/ledger.gleam": "pub fn overdue_days() { 3 }\n"})
+    summary = run_index(IndexOptions(root=example_copy, db=db), model)
+    assert summary.files_indexed == 2 and summary.files_removed == 1
+    assert [e["how"] for e in events(log, "fulltext_updated")] == ["rebuilt", "patched"]
+    return db
+
+
+def test_a_patched_index_equals_a_rebuilt_one(edited_index: Path, tmp_path: Path) -> None:
+    rebuilt_db = tmp_path / "rebuilt.duckdb"
+    shutil.copy(edited_index, rebuilt_db)
+    with Store.open(rebuilt_db) as rebuilt:
+        rebuilt.refresh_fulltext()
+        expected, expected_scores = fts_state(rebuilt), scores(rebuilt)
+    with Store.open(edited_index, read_only=True) as patched:
+        assert fts_state(patched) == expected
+        assert scores(patched) == expected_scores
+        found = dict(expected_scores)
+        assert found["ledger_balance total"] and found["overdue_days"]  # the new code
+        assert not patched.con.execute(
+            f"SELECT count(*) FROM {FTS}.docs WHERE name NOT IN (SELECT id FROM chunks)"
+        ).fetchone()[0]
+
+
+def test_nothing_changed_is_unchanged_and_a_big_change_is_rebuilt(edited_index: Path) -> None:
+    with Store.open(edited_index) as store:
+        assert store.update_fulltext() == "unchanged"
+        before = fts_state(store)
+        store.con.execute("DELETE FROM chunks WHERE path LIKE 'src/bookshelf/%'")
+        assert store.update_fulltext() == "rebuilt"  # most documents went
+        after = fts_state(store)
+        assert after["num_docs"] < before["num_docs"]
+        assert after["num_docs"] == store.con.execute("SELECT count(*) FROM chunks").fetchone()[0]
+
+
+def test_other_settings_or_a_missing_index_are_rebuilt(edited_index: Path) -> None:
+    with Store.open(edited_index) as store:
+        assert store.update_fulltext(FtsConfig(stemmer="none")) == "rebuilt"
+        assert store.update_fulltext(FtsConfig(stemmer="none")) == "unchanged"
+        assert store.update_fulltext() == "rebuilt"  # back to the default settings
+        store.con.execute(f"DROP SCHEMA {FTS} CASCADE")
+        assert store.update_fulltext() == "rebuilt"
+        assert store.has_fulltext()
+
+
+def test_a_crash_between_writes_and_the_update_is_repaired_by_the_next_update(
+    edited_index: Path,
+) -> None:
+    isbn = "src/bookshelf/isbn.gleam"
+    with Store.open(edited_index) as store:
+        # A file's chunks rewritten under new ids, as a replace does, with no update after.
+        ((last,),) = store.con.execute("SELECT max(id) FROM chunks").fetchall()
+        store.con.execute(
+            "INSERT INTO chunks SELECT nextval('chunk_ids'), * EXCLUDE (id) FROM chunks "
+            "WHERE path = ?",
+            [isbn],
+        )
+        store.con.execute("DELETE FROM chunks WHERE path = ? AND id <= ?", [isbn, last])
+    with Store.open(edited_index) as store:
+        assert store.update_fulltext() == "patched"
+        patched = fts_state(store)
+        store.refresh_fulltext()
+        assert fts_state(store) == patched
