@@ -18,7 +18,7 @@ from gbr.actors.faults import FaultPlan
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
 from gbr.core.errors import SupervisionError
 from gbr.core.llm.base import Message
-from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
+from gbr.core.oracle import Answer, AskOptions, ContextSink, Oracle, TokenSink
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,8 @@ class AskQuestion:
     """Earlier turns of a conversation, oldest first (a chat's follow-up questions)."""
     cancel: threading.Event | None = None
     """Set by the caller to stop the stream at its next delta (Ctrl-C in a chat)."""
+    on_context: ContextSink | None = None
+    """Called once retrieval is done, before the LLM is asked (see `Oracle.answer`)."""
 
 
 class OracleActor(SupervisedActor):
@@ -57,6 +59,7 @@ class OracleActor(SupervisedActor):
                 message.on_token,
                 history=message.history,
                 cancel=message.cancel,
+                on_context=message.on_context,
             )
         return None
 

@@ -34,6 +34,8 @@ from gbr.core.search import Searcher, looks_like_code, rrf
 from gbr.core.telemetry import log
 
 TokenSink = Callable[[str], None]
+# Hears the answer once its chunks and prompt are set, before the LLM streams.
+ContextSink = Callable[["Answer"], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,7 @@ class Answer:
             "question": self.question,
             "answer": self.text,
             "error": self.error,
+            "cancelled": self.cancelled,
             "provider": self.provider,
             "model": self.model,
             "reranker": self.reranker,
@@ -108,6 +111,7 @@ class Answer:
             error=data.get("error"),
             history_sent=int(data.get("history_sent") or 0),
             history_trimmed=int(data.get("history_trimmed") or 0),
+            cancelled=bool(data.get("cancelled")),
         )
 
 
@@ -235,18 +239,24 @@ class Oracle:
         on_token: TokenSink | None = None,
         history: Sequence[Message] = (),
         cancel: threading.Event | None = None,
+        on_context: ContextSink | None = None,
     ) -> Answer:
         """Retrieve and, unless dry-run or no provider, stream the LLM's answer.
 
         `history` holds earlier user and assistant turns of a conversation (see `prepare`).
         Setting `cancel` stops the stream at its next delta and closes the response, so a
         chat can take Ctrl-C without leaving a request running; the answer says `cancelled`.
+        `on_context` hears the answer once retrieval is over: the index is no longer read
+        after that, so a caller can let go of it during the (long) LLM call, and a client
+        can show the sources before the first token.
         """
         started = time.perf_counter()
         result = Answer(question=question)
         if self.provider is not None:
             result.provider, result.model = self.provider.name, self.provider.model
         self.prepare(question, options, result, history)
+        if on_context is not None:
+            on_context(result)
         if options.dry_run or self.provider is None:
             result.timings["total"] = time.perf_counter() - started
             return result

@@ -62,6 +62,14 @@ class FileState:
     status: str  # ok | failed
 
 
+def _set_up(con: duckdb.DuckDBPyConnection) -> None:
+    """Every connection: the fts extension, and no progress bar. DuckDB draws its bar on
+    file descriptor 1 for a slow statement even when stdout is a pipe, and for
+    `gleambrctl mcp` stdout is the protocol channel."""
+    con.execute(f"LOAD '{_extension_path('fts')}'")
+    con.execute("SET enable_progress_bar = false")
+
+
 def _extension_path(name: str) -> Path:
     spec = find_spec(f"duckdb_extension_{name}")
     if spec is None or not spec.submodule_search_locations:
@@ -101,7 +109,7 @@ class Store:
         except (duckdb.Error, OSError) as exc:
             raise StoreError(f"cannot open index {path}: {_one_line(exc)}") from exc
         try:
-            con.execute(f"LOAD '{_extension_path('fts')}'")
+            _set_up(con)
         except duckdb.Error as exc:
             con.close()
             raise StoreError(f"cannot load the DuckDB fts extension: {_one_line(exc)}") from exc
@@ -113,7 +121,7 @@ class Store:
     def cursor(self) -> Store:
         """A second connection to the same database, for use from another thread."""
         cur = self.con.cursor()
-        cur.execute(f"LOAD '{_extension_path('fts')}'")
+        _set_up(cur)
         return Store(cur, self.path, self.read_only)
 
     def close(self) -> None:

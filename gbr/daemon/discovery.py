@@ -169,6 +169,13 @@ def find_daemon(
     if not pid_alive(info.pid):
         why = f"process {info.pid} is gone"
     elif not probe_health(info, timeout):
+        if lock_held(db):
+            # Alive and still serving, only slow (a pause, a busy machine): its file stays,
+            # and nobody may open the index behind its back.
+            raise DaemonError(
+                f"the daemon serving {db} (pid {info.pid}) is not answering at {info.url}; "
+                "try again in a moment, or stop it"
+            )
         why = f"nothing answers at {info.url} for process {info.pid}"
     elif Path(info.db).resolve() != Path(db).resolve():
         return None  # a live daemon for this file under another path (a moved folder)
@@ -178,6 +185,22 @@ def find_daemon(
     if on_stale is not None:
         on_stale(info, why)
     return None
+
+
+def lock_held(db: Path) -> bool:
+    """Whether a daemon holds this index's `daemon.lock` now (the kernel drops it at exit)."""
+    path = Path(db).absolute().parent / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing also drops the shared lock taken just now
+    return False
 
 
 def already_serving(db: Path, pid: int | str, port: str) -> str:

@@ -115,6 +115,7 @@ class Daemon:
         self._oracle_serial = 0
         self._waiting: set[Future[IndexSummary]] = set()
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
+        self._answering_lock = threading.Lock()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -151,7 +152,7 @@ class Daemon:
         """
         self._cancel.set()
         self.watcher.stop()
-        with self._oracle_lock:
+        with self._answering_lock:
             for cancel in self._answering:
                 cancel.set()  # each stops at its next delta; its client gets what came
         for future in list(self._waiting):
@@ -373,7 +374,7 @@ class Daemon:
         """Answer through the Oracle actor; provider failures come back in the outcome."""
         started = time.monotonic()
         cancel = cancel or threading.Event()
-        with self._oracle_lock:
+        with self._answering_lock:
             self._answering.add(cancel)
         if self._cancel.is_set():  # shutdown began: an answer now would hold the exit
             cancel.set()
@@ -383,10 +384,16 @@ class Daemon:
                 AskQuestion(plan.question, plan.options, on_token, plan.history, cancel=cancel),
             )
         finally:
-            with self._oracle_lock:
+            with self._answering_lock:
                 self._answering.discard(cancel)
         self.metrics.observe("gbr_ask_seconds", time.monotonic() - started)
         outcome = outcome_of(answer, plan.options.dry_run, plan.missing)
+        if answer.cancelled and self._cancel.is_set() and outcome.error is None:
+            # Cut by the shutdown, not by its client: it must not pass for a whole answer.
+            outcome.error = outcome.answer["error"] = (
+                "the daemon stopped while answering; the answer is cut short, ask again"
+            )
+            outcome.exit_code = DaemonError.exit_code
         if plan.history:  # only then: an /ask without history answers exactly as before
             outcome.answer["history_sent"] = answer.history_sent
             outcome.answer["history_trimmed"] = answer.history_trimmed

@@ -21,7 +21,7 @@ from gbr.actors.coordinator import ProgressCallback
 from gbr.actors.oracle import AskQuestion, ask_once
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import IndexEmptyError, MissingKeyError
+from gbr.core.errors import ConfigError, DaemonError, IndexEmptyError, MissingKeyError, StoreError
 from gbr.core.llm import LlmProvider, get_provider
 from gbr.core.oracle import AskOptions, AskOutcome, Oracle, outcome_of
 from gbr.core.rerank import default_reranker_spec, load_reranker
@@ -29,7 +29,7 @@ from gbr.core.search import Filter, Mode, Searcher, search_json
 from gbr.core.store import Store, status_report
 from gbr.core.walker import DEFAULT_MAX_BYTES
 from gbr.daemon.client import DaemonClient, ask_body
-from gbr.daemon.discovery import DaemonInfo, find_daemon
+from gbr.daemon.discovery import DaemonInfo, find_daemon, lock_held
 
 
 class CodeIndex(Protocol):
@@ -51,8 +51,9 @@ class CodeIndex(Protocol):
 class DaemonIndex:
     """The daemon's HTTP API; it holds the writer, the watcher and the warm searcher."""
 
-    def __init__(self, client: DaemonClient) -> None:
+    def __init__(self, client: DaemonClient, root: Path) -> None:
         self._client = client
+        self._root = root
         self.via = f"daemon pid {client.info.pid} at {client.info.url}"
 
     def search(self, query: str, k: int, mode: Mode, where: Filter) -> dict[str, Any]:
@@ -77,6 +78,12 @@ class DaemonIndex:
         return self._client.status()
 
     def reindex(self, progress: ProgressCallback | None) -> dict[str, Any]:
+        served = Path(self._client.info.root).resolve()
+        if served != self._root.resolve():
+            raise ConfigError(
+                f"the daemon for this index serves {served}, not {self._root}; "
+                "stop it, or reindex through it from that folder"
+            )
         return self._client.index()  # the daemon reports no progress over HTTP
 
     def close(self) -> None:
@@ -146,15 +153,26 @@ class LocalIndex:
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Store]:
+        with contextlib.ExitStack() as stack:
+            yield self._open_for_reading(stack)
+
+    def _open_for_reading(self, stack: contextlib.ExitStack) -> Store:
+        """The index opened read-only until `stack` closes (and no reindex meanwhile)."""
         db = self.settings.db
-        with self._access.shared():
-            if not db.is_file():
-                raise IndexEmptyError(
-                    f"{self.settings.root} has no index yet; call the reindex tool "
-                    f"(or run `gleambrctl index {self.settings.root}`)"
-                )
-            with Store.open(db, read_only=True) as store:
-                yield store
+        stack.enter_context(self._access.shared())
+        if not db.is_file():
+            raise IndexEmptyError(
+                f"{self.settings.root} has no index yet; call the reindex tool "
+                f"(or run `gleambrctl index {self.settings.root}`)"
+            )
+        try:
+            return stack.enter_context(Store.open(db, read_only=True))
+        except StoreError:
+            if lock_held(db):  # between a daemon's lock and its daemon.json, either way
+                raise DaemonError(
+                    f"a daemon is starting or stopping for {db}; try again in a moment"
+                ) from None
+            raise
 
     def search(self, query: str, k: int, mode: Mode, where: Filter) -> dict[str, Any]:
         model = self.model
@@ -176,9 +194,13 @@ class LocalIndex:
             spec = default_reranker_spec(os.environ) if options.rerank else None
             reranker = load_reranker(None if spec == "llm" and llm is None else spec, llm)
             embedder = self.model
-            with self._reading() as store:
+            with contextlib.ExitStack() as reading:
+                store = self._open_for_reading(reading)
                 oracle = Oracle(Searcher(store, embedder), llm, reranker)
-                answer = ask_once(oracle, AskQuestion(question, options))
+                # The file is let go as soon as retrieval ends, not after the LLM's answer:
+                # a daemon or `gleambrctl index` may need to write it meanwhile.
+                question_for = AskQuestion(question, options, on_context=lambda _: reading.close())
+                answer = ask_once(oracle, question_for)
         finally:
             close = getattr(llm, "close", None)
             if close is not None:
@@ -216,7 +238,7 @@ class IndexChooser:
         if info is None:
             yield self.local
             return
-        remote = DaemonIndex(DaemonClient(info))
+        remote = DaemonIndex(DaemonClient(info), self.local.settings.root)
         try:
             yield remote
         finally:

@@ -153,3 +153,10 @@ def test_vectors_are_unit_length(store: Store, model: OnnxEmbedder) -> None:
     ids, matrix = store.vectors()
     assert len(ids) == 2
     np.testing.assert_allclose(np.linalg.norm(matrix, axis=1), 1.0, rtol=1e-5)
+
+
+def test_no_connection_draws_a_progress_bar(store: Store) -> None:
+    """DuckDB would draw it on stdout, which is the protocol channel of `gleambrctl mcp`."""
+    for con in (store, store.cursor()):
+        ((on,),) = con.con.execute("SELECT current_setting('enable_progress_bar')").fetchall()
+        assert on is False

@@ -213,7 +213,8 @@ def test_searches_under_concurrent_edits_all_succeed_and_no_update_is_lost(
 
     assert load.problems == []
     assert all(n > 0 for n in load.searches), load.searches  # every client got answers
-    assert sum(load.during_writes) > CLIENTS  # the load overlapped the edits
+    # Every client searched while files were being changed and re-indexed.
+    assert all(n > 0 for n in load.during_writes), load.during_writes
 
     status = daemon.wait_idle()
     # No lost update: every added function is there, in its file, once.

@@ -62,6 +62,23 @@ def test_a_live_pid_that_does_not_answer_is_stale_too(tmp_path: Path) -> None:
     assert not discovery_path(db).exists()
 
 
+def test_a_daemon_that_holds_its_lock_but_is_slow_to_answer_is_not_removed(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "index.duckdb"
+    lock = DaemonLock(db)
+    lock.acquire()
+    try:
+        write_discovery(info_for(db, os.getpid(), port=9))  # alive, locked, not answering
+        with pytest.raises(DaemonError, match=r"is not answering.*try again"):
+            find_daemon(db, timeout=0.5)
+        assert discovery_path(db).exists()  # its clients can still find it once it answers
+    finally:
+        lock.release()
+    assert find_daemon(db, timeout=0.5) is None  # the lock is free: now it is stale
+    assert not discovery_path(db).exists()
+
+
 @pytest.mark.parametrize("content", ["{not json", '{"pid": "12"}', "[]"])
 def test_a_malformed_file_is_removed(tmp_path: Path, content: str) -> None:
     db = tmp_path / "index.duckdb"

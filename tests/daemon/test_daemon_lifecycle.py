@@ -80,6 +80,9 @@ def test_sigterm_cuts_an_answer_that_is_streaming_and_still_exits_cleanly(
     answers = [json.loads(e.data) for e in rest if e.event == "answer"]
     assert len(answers) == 1
     assert 0 < len(answers[0]["answer"]) < len(full)  # what came before the cut
+    assert answers[0]["cancelled"] is True
+    (failure,) = [json.loads(e.data) for e in rest if e.event == "error"]
+    assert "stopped while answering" in failure["error"] and failure["exit_code"] == 1
     assert "daemon_stopped" in daemon.log_text()
 
 

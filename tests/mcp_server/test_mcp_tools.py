@@ -6,6 +6,8 @@ The index, the model and DuckDB are real; only the LLM is the fake server on 127
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +17,8 @@ from mcp.client import Client
 from mcp.server import MCPServer
 
 from gbr.core.embedder import OnnxEmbedder
+from gbr.core.store import Store
+from gbr.daemon.discovery import DaemonLock
 from gbr.mcp.backends import IndexChooser, LocalIndex, LocalSettings
 from gbr.mcp.server import build_server
 from tests.conftest import PROVIDER_VARS, write_tree
@@ -58,6 +62,13 @@ def session(server: MCPServer, steps: Callable[[Client], Awaitable[Any]]) -> Any
 
 def call(server: MCPServer, tool: str, **arguments: Any) -> Any:
     return session(server, lambda c: c.call_tool(tool, arguments))
+
+
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
 
 
 def text(result: Any) -> str:
@@ -230,3 +241,45 @@ def test_a_dry_run_returns_the_prompt_and_calls_nothing(server: MCPServer, groq:
     assert "----- system -----" in text(result) and "### [1]" in text(result)
     assert [m["role"] for m in result.structured_content["prompt"]] == ["system", "user"]
     assert groq.requests == []
+
+
+def test_an_in_process_ask_lets_go_of_the_index_while_the_llm_answers(
+    server: MCPServer, groq: FakeLlm, package: Path
+) -> None:
+    indexed(server)
+    groq.script(Reply("one two three four five six", chunks=6, chunk_delay=0.4))
+    results: list[Any] = []
+    asking = threading.Thread(
+        target=lambda: results.append(
+            call(server, "ask_codebase", question="how is an isbn parsed?", hyde=False)
+        )
+    )
+    asking.start()
+    try:
+        wait_for(lambda: groq.requests, "the question to reach the LLM")
+        # Retrieval is over: a writer (a daemon, `gleambrctl index`) can take the file now.
+        with Store.open(package / ".gbr" / "index.duckdb") as writer:
+            writer.set_meta(probe="written while the LLM answered")
+    finally:
+        asking.join(60)
+    (result,) = results
+    assert not result.is_error, text(result)
+    assert result.structured_content["answer"] == "one two three four five six"
+
+
+def test_a_daemon_between_its_lock_and_its_discovery_file_gets_a_retry_hint(
+    server: MCPServer, package: Path
+) -> None:
+    indexed(server)
+    db = package / ".gbr" / "index.duckdb"
+    lock = DaemonLock(db)
+    lock.acquire()  # a daemon starting: locked and writing, not yet announced
+    try:
+        with Store.open(db):
+            result = call(server, "search_code", query="isbn")
+        assert result.is_error
+        assert "a daemon is starting or stopping" in text(result)
+        assert "try again in a moment" in text(result)
+    finally:
+        lock.release()
+    assert not call(server, "search_code", query="isbn").is_error
