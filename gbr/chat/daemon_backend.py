@@ -53,17 +53,20 @@ class DaemonBackend:
         sent = bounded_history(history)
         body = ask_body(question, options, llm.provider, llm.model)
         parts: list[str] = []
+        context: list[dict[str, Any]] = []
 
         def token(delta: str) -> None:
             parts.append(delta)
             on_token(delta)
 
         try:
-            data = self._client.ask(body, token, history=sent)
+            data = self._client.ask(body, token, history=sent, on_context=context.extend)
         except KeyboardInterrupt:
             # Leaving the stream closed the connection; the daemon then stops the LLM's
-            # stream at its next delta. The chunks never arrived: the answer event is last.
-            return Answer(question, text="".join(parts), cancelled=True)
+            # stream at its next delta. The chunks came first, so /context still works.
+            cut = Answer.from_dict({"question": question, "chunks": context})
+            cut.text, cut.cancelled = "".join(parts), True
+            return cut
         answer = Answer.from_dict(data)
         answer.history_trimmed += sum(m.role != "system" for m in history) - len(sent)
         return answer

@@ -68,6 +68,10 @@ class Answer:
     history_trimmed: int = 0  # earlier messages left out to keep within the budget
     cancelled: bool = False  # the caller stopped the stream; `text` is what came before
 
+    def chunks_as_dicts(self) -> list[dict[str, Any]]:
+        """The context sent, as `ask --json` lists it (and the daemon's `context` event)."""
+        return [{**c.hit.as_dict(), "text": c.text, "truncated": c.truncated} for c in self.chunks]
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "question": self.question,
@@ -80,9 +84,7 @@ class Answer:
             "hyde": self.hyde,
             "citations": [c.as_dict() for c in self.citations],
             "unknown_citations": [c.as_dict() for c in self.citations if not c.known],
-            "chunks": [
-                {**c.hit.as_dict(), "text": c.text, "truncated": c.truncated} for c in self.chunks
-            ],
+            "chunks": self.chunks_as_dicts(),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
 

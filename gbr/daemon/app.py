@@ -199,7 +199,8 @@ def create_app(daemon: Daemon) -> FastAPI:
         responses={
             **_ERRORS,
             200: {
-                "description": "With `stream`, server-sent events: `token` (data: a JSON "
+                "description": 'With `stream`, server-sent events: `context` (`{"chunks"}`, '
+                "the chunks sent, once retrieval is done), `token` (data: a JSON "
                 "string), then `answer` (the `ask --json` object), then `error` "
                 '(`{"error", "exit_code"}`) when the provider is missing or failed. Without '
                 "`stream`, the `ask --json` object (with `exit_code` when it failed).",
@@ -315,7 +316,13 @@ async def _ask_events(daemon: Daemon, plan: AskPlan) -> AsyncIterator[str]:
 
     def work() -> None:
         try:
-            put(("done", daemon.run_ask(plan, lambda d: put(("token", d)), cancel)))
+            outcome = daemon.run_ask(
+                plan,
+                lambda d: put(("token", d)),
+                cancel,
+                on_context=lambda answer: put(("context", answer.chunks_as_dicts())),
+            )
+            put(("done", outcome))
         except GbrError as exc:
             put(("failed", exc))
         except Exception as exc:  # reported to the client as an event, and logged
@@ -332,6 +339,8 @@ async def _ask_events(daemon: Daemon, plan: AskPlan) -> AsyncIterator[str]:
                 continue
             if kind == "token":
                 yield _sse("token", item)
+            elif kind == "context":
+                yield _sse("context", {"chunks": item})
             elif kind == "done":
                 outcome: AskOutcome = item
                 yield _sse("answer", outcome.answer)

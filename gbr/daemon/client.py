@@ -90,8 +90,10 @@ class DaemonClient:
         body: dict[str, Any],
         on_token: Callable[[str], None] | None = None,
         history: Sequence[Message] = (),
+        on_context: Callable[[list[dict[str, Any]]], None] | None = None,
     ) -> dict[str, Any]:
-        """`ask --json`, streamed: each text delta goes to `on_token` as it arrives.
+        """`ask --json`, streamed: each text delta goes to `on_token` as it arrives, and
+        the chunks sent go to `on_context` before the first token.
 
         `history` is the conversation so far (user and assistant turns, oldest first),
         within HISTORY_MAX_MESSAGES and HISTORY_MAX_CHARS (see `bounded_history`). When the
@@ -110,6 +112,9 @@ class DaemonClient:
                 if event.event == "token" and isinstance(data, str):
                     if on_token is not None:
                         on_token(data)
+                elif event.event == "context" and isinstance(data, dict):
+                    if on_context is not None:
+                        on_context(list(data.get("chunks") or []))
                 elif event.event == "answer" and isinstance(data, dict):
                     answer = data
                 elif event.event == "error" and isinstance(data, dict):

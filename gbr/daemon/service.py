@@ -39,7 +39,15 @@ from gbr.core.errors import (
 )
 from gbr.core.llm import get_provider
 from gbr.core.llm.base import LlmProvider, Message
-from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
+from gbr.core.oracle import (
+    Answer,
+    AskOptions,
+    AskOutcome,
+    ContextSink,
+    Oracle,
+    TokenSink,
+    outcome_of,
+)
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import default_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher
@@ -370,6 +378,7 @@ class Daemon:
         plan: AskPlan,
         on_token: TokenSink | None = None,
         cancel: threading.Event | None = None,
+        on_context: ContextSink | None = None,
     ) -> AskOutcome:
         """Answer through the Oracle actor; provider failures come back in the outcome."""
         started = time.monotonic()
@@ -381,7 +390,14 @@ class Daemon:
         try:
             answer: Answer = ask_oracle(
                 plan.oracle,
-                AskQuestion(plan.question, plan.options, on_token, plan.history, cancel=cancel),
+                AskQuestion(
+                    plan.question,
+                    plan.options,
+                    on_token,
+                    plan.history,
+                    cancel=cancel,
+                    on_context=on_context,
+                ),
             )
         finally:
             with self._answering_lock:

@@ -228,6 +228,10 @@ def test_ctrl_c_cancels_the_daemon_stream_not_the_session(
         child.sendintr()
         child.expect_exact("(cancelled)")
         child.expect_exact("gbr>")
+        child.sendline("/context")  # the chunks came before the first token, so they are here
+        child.expect(r"question: .*; [1-9]\d* chunks")
+        child.expect_exact("### [1] ")
+        child.expect_exact("gbr>")
         child.sendline("and how do I use it")
         child.expect_exact("Use isbn.is_valid (src/bookshelf/isbn.gleam:51).")
         child.expect_exact("sources: [1] ")
@@ -366,7 +370,7 @@ def test_ask_streams_with_the_history_sent_to_the_llm(daemon: RunningDaemon, fak
     events = daemon.ask_events(
         {"question": "what does it return", "hyde": False, "history": history}
     )
-    assert [kind for kind, _ in events] == ["token", "token", "answer"]
+    assert [kind for kind, _ in events] == ["context", "token", "token", "answer"]
     assert events[-1][1]["history_sent"] == 2
     assert user_turns(fake.requests[-1].messages) == [("user", ISBN_QUESTION), ("assistant", FIRST)]
 

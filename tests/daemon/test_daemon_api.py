@@ -192,8 +192,9 @@ def test_ask_streams_tokens_then_the_answer(daemon: RunningDaemon, fake: FakeLlm
     fake.script(Reply("Use isbn.is_valid (src/bookshelf/isbn.gleam:51).", chunks=5))
     events = daemon.ask_events({"question": QUESTION, "hyde": False})
     kinds = [kind for kind, _ in events]
-    assert kinds == ["token"] * 5 + ["answer"]
+    assert kinds == ["context"] + ["token"] * 5 + ["answer"]
     answer = events[-1][1]
+    assert events[0][1] == {"chunks": answer["chunks"]}  # the sources, before any token
     assert "".join(data for kind, data in events if kind == "token") == answer["answer"]
     assert answer["answer"] == "Use isbn.is_valid (src/bookshelf/isbn.gleam:51)."
     assert answer["provider"] == "groq" and answer["error"] is None
@@ -215,8 +216,8 @@ def test_a_missing_provider_key_sends_the_chunks_then_an_error_event(
     daemon: RunningDaemon,
 ) -> None:
     events = daemon.ask_events({"question": QUESTION, "provider": "gemini", "hyde": False})
-    assert [kind for kind, _ in events] == ["answer", "error"]
-    answer, error = events[0][1], events[1][1]
+    assert [kind for kind, _ in events] == ["context", "answer", "error"]
+    answer, error = events[1][1], events[2][1]
     assert answer["chunks"] and "GEMINI_API_KEY" in answer["error"]
     assert error["exit_code"] == 3 and "GEMINI_API_KEY" in error["error"]
 
@@ -226,9 +227,9 @@ def test_a_failing_provider_is_an_error_event_with_exit_code_4(
 ) -> None:
     fake.script(Reply.error(401))
     events = daemon.ask_events({"question": QUESTION, "hyde": False})
-    assert [kind for kind, _ in events] == ["answer", "error"]
-    assert events[1][1]["exit_code"] == 4 and "groq" in events[1][1]["error"]
-    assert events[0][1]["chunks"]
+    assert [kind for kind, _ in events] == ["context", "answer", "error"]
+    assert events[2][1]["exit_code"] == 4 and "groq" in events[2][1]["error"]
+    assert events[1][1]["chunks"]
 
 
 def test_dry_run_returns_the_prompt_and_calls_nothing(daemon: RunningDaemon, fake: FakeLlm) -> None:

@@ -72,6 +72,8 @@ def test_sigterm_cuts_an_answer_that_is_streaming_and_still_exits_cleanly(
     body = {"question": "how is an isbn parsed?", "hyde": False}
     with daemon.http() as client, client.stream("POST", "/ask", json=body) as response:
         events = iter_sse(response.iter_text())
+        context = next(events)
+        assert context.event == "context" and json.loads(context.data)["chunks"]
         first = next(events)
         assert first.event == "token"
         daemon.proc.send_signal(signal.SIGTERM)
