@@ -369,9 +369,19 @@ class Daemon:
             return child
 
     def _forget(self, key: _OracleKey) -> None:
+        """Stop an Oracle actor; its provider closes only once the answer in hand is done."""
         child, llm = self._oracles.pop(key)
+        ref = child.actor_ref
         self.supervisor.stop_child(child)
-        _close_provider(llm)
+        if ref is None or llm is None:
+            _close_provider(llm)
+            return
+
+        def close_when_stopped() -> None:
+            ref.actor_stopped.wait()
+            _close_provider(llm)
+
+        threading.Thread(target=close_when_stopped, name="gbr-oracle-close", daemon=True).start()
 
     def run_ask(
         self,

@@ -6,8 +6,11 @@ a request whose work is dead-lettered must get an answer, not hang.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,6 +19,7 @@ from gbr.actors.faults import FaultPlan, parse_faults
 from gbr.core.embedder import OnnxEmbedder
 from gbr.daemon.app import create_app
 from gbr.daemon.service import Daemon, DaemonConfig
+from tests.fake_llm import FakeLlm, Reply
 
 
 @pytest.fixture
@@ -101,3 +105,30 @@ def test_oracle_actors_per_model_are_kept_in_a_small_lru(
     assert len(daemon.supervisor._children) == MAX_ORACLES + 1  # and the indexer
     assert plans[-1].oracle is daemon.plan_ask("q", AskOptions(), "openai", "model-10").oracle
     assert plans[0].oracle.actor_ref is None  # the oldest was stopped
+
+
+def test_an_oracle_evicted_while_it_answers_finishes_its_answer(
+    make_daemon, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLlm
+) -> None:
+    from gbr.core.oracle import AskOptions
+    from gbr.daemon.service import MAX_ORACLES
+
+    for name, value in fake_llm.env("openai").items():
+        monkeypatch.setenv(name, value)
+    daemon, _ = make_daemon()
+    daemon.index_all()
+    fake_llm.script(Reply("one two three four five", chunks=5, chunk_delay=0.3))
+    first = daemon.plan_ask("how is an isbn parsed?", AskOptions(hyde=False), "openai", "m-0")
+    results: list[Any] = []
+    answering = threading.Thread(target=lambda: results.append(daemon.run_ask(first)))
+    answering.start()
+    deadline = time.monotonic() + 30
+    while not fake_llm.requests:
+        assert time.monotonic() < deadline, "the question never reached the LLM"
+        time.sleep(0.02)
+    for i in range(1, MAX_ORACLES + 1):  # evicts m-0's actor while it streams
+        daemon.plan_ask("q", AskOptions(hyde=False), "openai", f"m-{i}")
+    answering.join(30)
+    (outcome,) = results
+    assert outcome.error is None, outcome.error
+    assert outcome.answer["answer"] == "one two three four five"
