@@ -46,6 +46,16 @@ def scores(store: Store) -> dict[str, list[tuple[int, float]]]:
     return {query: [(i, round(s, 9)) for i, s in store.bm25(query, 50)] for query in QUERIES}
 
 
+def rewrite_file(store: Store, path: str) -> None:
+    """A file's chunks rewritten under new ids, as `replace_file` does, texts unchanged."""
+    ((last,),) = store.con.execute("SELECT max(id) FROM chunks").fetchall()
+    store.con.execute(
+        "INSERT INTO chunks SELECT nextval('chunk_ids'), * EXCLUDE (id) FROM chunks WHERE path = ?",
+        [path],
+    )
+    store.con.execute("DELETE FROM chunks WHERE path = ? AND id <= ?", [path, last])
+
+
 def events(path: Path, name: str) -> list[dict[str, Any]]:
     lines = path.read_text().splitlines() if path.exists() else []
     return [e for e in map(json.loads, lines) if e.get("event") == name]
@@ -109,18 +119,28 @@ def test_other_settings_or_a_missing_index_are_rebuilt(edited_index: Path) -> No
 def test_a_crash_between_writes_and_the_update_is_repaired_by_the_next_update(
     edited_index: Path,
 ) -> None:
-    isbn = "src/bookshelf/isbn.gleam"
     with Store.open(edited_index) as store:
-        # A file's chunks rewritten under new ids, as a replace does, with no update after.
-        ((last,),) = store.con.execute("SELECT max(id) FROM chunks").fetchall()
-        store.con.execute(
-            "INSERT INTO chunks SELECT nextval('chunk_ids'), * EXCLUDE (id) FROM chunks "
-            "WHERE path = ?",
-            [isbn],
-        )
-        store.con.execute("DELETE FROM chunks WHERE path = ? AND id <= ?", [isbn, last])
+        rewrite_file(store, "src/bookshelf/isbn.gleam")  # and no update after: a crash
     with Store.open(edited_index) as store:
         assert store.update_fulltext() == "patched"
         patched = fts_state(store)
         store.refresh_fulltext()
         assert fts_state(store) == patched
+
+
+def test_patching_follows_the_tokenizer_settings_of_the_index(
+    edited_index: Path, tmp_path: Path
+) -> None:
+    """eval.py builds indexes without stemming, without stop words, or with another split."""
+    for n, config in enumerate(
+        [FtsConfig(stemmer="none"), FtsConfig(stopwords="none"), FtsConfig(ignore=r"(\.|[^a-z])+")]
+    ):
+        db = tmp_path / f"settings-{n}.duckdb"
+        shutil.copy(edited_index, db)
+        with Store.open(db) as store:
+            assert store.update_fulltext(config) == "rebuilt"
+            rewrite_file(store, "src/bookshelf/isbn.gleam")
+            assert store.update_fulltext(config) == "patched"
+            patched = fts_state(store)
+            store.refresh_fulltext(config)
+            assert fts_state(store) == patched, config
