@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -429,11 +429,14 @@ def ask(
         if spec == "llm" and llm is None:
             spec = None  # nothing to rerank with; plain retrieval order stands
         chosen_reranker = load_reranker(spec, llm) if rerank else None
-        with Store.open(_find_db(db), read_only=True) as store:
+        streaming = not json_out and llm is not None
+        on_token = _print_token if streaming else None
+        with ExitStack() as reading:
+            store = reading.enter_context(Store.open(db_path, read_only=True))
             oracle = Oracle(Searcher(store, _load_model(model_dir)), llm, chosen_reranker)
-            streaming = not json_out and llm is not None
-            on_token = _print_token if streaming else None
-            answer = ask_once(oracle, AskQuestion(question, options, on_token))
+            # The index is let go once retrieval is done, so `index` can run during the answer.
+            asked = AskQuestion(question, options, on_token, on_context=lambda _: reading.close())
+            answer = ask_once(oracle, asked)
         if streaming:
             sys.stdout.write("\n")
         outcome = outcome_of(answer, dry_run, missing)

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,34 @@ def test_rerank_with_a_local_cross_encoder(
     data = json.loads(result.stdout)
     assert data["reranker"].startswith("cross-encoder:")
     assert len(data["chunks"]) == 8
+
+
+def test_index_can_run_while_an_answer_streams(package: Path, fake_llm: FakeLlm) -> None:
+    """`ask` reads the index only to retrieve; the answer's seconds belong to the LLM."""
+    fake_llm.script(Reply("one two three four five six", chunks=6, chunk_delay=0.5))
+    base = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    env = {**base, "GBR_HOME": str(package / ".home"), **fake_llm.env("groq", KEY)}
+    asking = subprocess.Popen(
+        [CTL, "ask", "--no-hyde", QUESTION],
+        cwd=package,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not fake_llm.requests:
+            assert asking.poll() is None, asking.communicate()
+            assert time.monotonic() < deadline, "the question never reached the LLM"
+            time.sleep(0.02)
+        indexed = subprocess.run(
+            [CTL, "index", str(package)], env=env, capture_output=True, text=True, timeout=120
+        )
+        assert indexed.returncode == 0, indexed.stderr
+        out, err = asking.communicate(timeout=60)
+    finally:
+        if asking.poll() is None:
+            asking.kill()
+    assert asking.returncode == 0, err
+    assert "one two three four five six" in out
