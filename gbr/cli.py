@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -398,13 +398,8 @@ def ask(
 ) -> None:
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
     with _errors(debug):
-        from gbr.actors.oracle import AskQuestion, ask_once
-        from gbr.core.errors import MissingKeyError
-        from gbr.core.llm import get_provider
-        from gbr.core.oracle import AskOptions, Oracle, outcome_of
-        from gbr.core.rerank import default_reranker_spec, load_reranker
-        from gbr.core.search import Searcher
-        from gbr.core.store import Store
+        from gbr.core.oracle import AskOptions
+        from gbr.local_index import LocalIndex, LocalSettings
 
         options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
         db_path = _find_db(db)
@@ -418,28 +413,20 @@ def ask(
             with client:
                 code = _ask_through(client, body, json_out, dry_run)
             raise typer.Exit(code)
-        llm = None
-        missing: MissingKeyError | None = None
-        if not dry_run:
-            try:
-                llm = get_provider(provider, model=model, timeout=timeout)
-            except MissingKeyError as exc:
-                missing = exc
-        spec = reranker or (default_reranker_spec(os.environ) if rerank else None)
-        if spec == "llm" and llm is None:
-            spec = None  # nothing to rerank with; plain retrieval order stands
-        chosen_reranker = load_reranker(spec, llm) if rerank else None
-        streaming = not json_out and llm is not None
-        on_token = _print_token if streaming else None
-        with ExitStack() as reading:
-            store = reading.enter_context(Store.open(db_path, read_only=True))
-            oracle = Oracle(Searcher(store, _load_model(model_dir)), llm, chosen_reranker)
-            # The index is let go once retrieval is done, so `index` can run during the answer.
-            asked = AskQuestion(question, options, on_token, on_context=lambda _: reading.close())
-            answer = ask_once(oracle, asked)
-        if streaming:
-            sys.stdout.write("\n")
-        outcome = outcome_of(answer, dry_run, missing)
+        local = LocalIndex(
+            LocalSettings(db_path.parent.parent, db_path), lambda: _load_model(model_dir)
+        )
+        outcome = local.ask(
+            question,
+            options,
+            provider,
+            model,
+            on_token=None if json_out else _print_token,
+            reranker=reranker,
+            timeout=timeout,
+        )
+        if not json_out and outcome.answer["provider"] is not None:
+            sys.stdout.write("\n")  # after the streamed answer
         _render_answer_data(outcome.answer, json_out, dry_run)
         raise typer.Exit(outcome.exit_code)
 
@@ -682,7 +669,8 @@ def mcp(
     with _errors(debug):
         from gbr.actors.pipeline import default_db
         from gbr.core import telemetry
-        from gbr.mcp.backends import IndexChooser, LocalIndex, LocalSettings
+        from gbr.local_index import LocalIndex, LocalSettings
+        from gbr.mcp.backends import IndexChooser
         from gbr.mcp.server import run_stdio
 
         root = _package_root(path)

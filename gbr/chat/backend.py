@@ -26,7 +26,7 @@ from gbr.core.errors import ConfigError, IndexEmptyError, MissingKeyError, Store
 from gbr.core.llm import LlmProvider, Message, get_provider
 from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
 from gbr.core.records import Hit, IndexSummary
-from gbr.core.rerank import Reranker, default_reranker_spec, load_reranker
+from gbr.core.rerank import Reranker, ask_reranker_spec, load_reranker
 from gbr.core.search import Searcher
 from gbr.core.store import Store
 
@@ -198,8 +198,8 @@ class LocalBackend:
 
     def _reranker(self, provider: LlmProvider | None) -> Reranker | None:
         """As `ask --rerank` picks: a local cross-encoder when its folder is set, else the LLM."""
-        spec = default_reranker_spec(self._env)
-        if spec == "llm" and provider is None:
+        spec = ask_reranker_spec(True, None, provider, self._env)
+        if spec is None:
             return None  # nothing to rerank with; retrieval order stands
         key = (spec, id(provider))
         if key not in self._rerankers:

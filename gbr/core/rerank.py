@@ -34,6 +34,7 @@ __all__ = [
     "LlmReranker",
     "Message",
     "Reranker",
+    "ask_reranker_spec",
     "default_reranker_spec",
     "load_reranker",
     "parse_ranking",
@@ -355,6 +356,17 @@ _OFF = {"", "none", "off"}
 def default_reranker_spec(env: Mapping[str, str]) -> str:
     """What `--rerank` uses when no reranker is named: a local model beats a paid round trip."""
     return "cross-encoder" if env.get(RERANK_MODEL_DIR_ENV, "").strip() else "llm"
+
+
+def ask_reranker_spec(
+    rerank: bool, named: str | None, model: CompletionModel | None, env: Mapping[str, str]
+) -> str | None:
+    """The reranker an ask with `rerank` uses: the one named, else the default above; None
+    when that is the LLM and no provider is configured (retrieval order then stands)."""
+    if not rerank:
+        return None
+    spec = named or default_reranker_spec(env)
+    return None if spec.strip().lower() == "llm" and model is None else spec
 
 
 def load_reranker(spec: str | None, model: CompletionModel | None) -> Reranker | None:

@@ -49,7 +49,7 @@ from gbr.core.oracle import (
     outcome_of,
 )
 from gbr.core.records import IndexSummary
-from gbr.core.rerank import default_reranker_spec, load_reranker
+from gbr.core.rerank import ask_reranker_spec, default_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher
 from gbr.core.store import Store, ThreadLocalStore, status_report
 from gbr.core.telemetry import log
@@ -346,9 +346,7 @@ class Daemon:
                 return known[0]
             with_llm, provider_name, model, spec = key
             llm = get_provider(provider_name, model=model) if with_llm else None
-            if spec == "llm" and llm is None:
-                spec = None
-            reranker = load_reranker(spec, llm) if spec else None
+            reranker = load_reranker(ask_reranker_spec(bool(spec), spec, llm, os.environ), llm)
             assert self.searcher is not None
             oracle = Oracle(self.searcher, llm, reranker)
             self._oracle_serial += 1

@@ -19,7 +19,8 @@ from mcp.server import MCPServer
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.store import Store
 from gbr.daemon.discovery import DaemonLock
-from gbr.mcp.backends import IndexChooser, LocalIndex, LocalSettings
+from gbr.local_index import LocalIndex, LocalSettings
+from gbr.mcp.backends import IndexChooser
 from gbr.mcp.server import build_server
 from tests.conftest import PROVIDER_VARS, write_tree
 from tests.fake_llm import FakeLlm, Reply
