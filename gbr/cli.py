@@ -123,17 +123,15 @@ def _daemon_client(db: Path) -> DaemonClient | None:
 
 def _note_stale(info: DaemonInfo | None, why: str) -> None:
     """Tell the user (on stderr) about a dead daemon's discovery file that was removed."""
-    owner = f" left by pid {info.pid}" if info is not None else ""
-    err.print(f"[dim]note: removed a stale daemon.json{owner} ({escape(why)})[/dim]")
+    from gbr.daemon.discovery import describe_stale
+
+    err.print(f"[dim]note: {escape(describe_stale(info, why))}[/dim]")
 
 
 def _package_root(path: Path) -> Path:
-    from gbr.core.errors import ConfigError
+    from gbr.actors.pipeline import package_root
 
-    root = path.resolve()
-    if not root.is_dir():
-        raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
-    return root
+    return package_root(path)
 
 
 def _parse_size(text: str) -> int:
@@ -438,8 +436,8 @@ def _print_token(delta: str) -> None:
 
 def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> None:
     """Render the `ask --json` object, whether it was made here or by a daemon."""
-    from gbr.core.prompt import ContextChunk, render_context
-    from gbr.core.records import Hit
+    from gbr.core.oracle import Answer
+    from gbr.core.prompt import render_context
 
     if json_out:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
@@ -451,8 +449,7 @@ def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> 
     if data.get("error") is not None:
         err.print(f"[red]error:[/red] {escape(data['error'])}")
         err.print("[dim]the context that was retrieved:[/dim]")
-        chunks = [ContextChunk(Hit.from_dict(c), c["text"], c["truncated"]) for c in data["chunks"]]
-        sys.stdout.write(render_context(chunks))
+        sys.stdout.write(render_context(Answer.from_dict(data).chunks))
         return
     sources = ", ".join(f"{c['path']}:{c['start_line']}" for c in data["chunks"][:5])
     err.print(f"[dim]sources: {escape(sources)}[/dim]")

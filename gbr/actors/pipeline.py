@@ -51,15 +51,21 @@ def default_db(root: Path) -> Path:
     return root / ".gbr" / "index.duckdb"
 
 
+def package_root(path: Path) -> Path:
+    """The folder to index, resolved; anything else is a ConfigError that says so."""
+    root = path.expanduser().resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+    return root
+
+
 def run_index(
     options: IndexOptions,
     model: OnnxEmbedder,
     progress: ProgressCallback | None = None,
 ) -> IndexSummary:
     """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying."""
-    root = options.root.resolve()
-    if not root.is_dir():
-        raise ConfigError(f"{options.root} is not a folder; pass the path of a Gleam package")
+    root = package_root(options.root)
     started = time.monotonic()
     summary = IndexSummary(root=str(root), db=str(options.db))
     budget = chunk_budget(model.max_tokens, options.embed_format)

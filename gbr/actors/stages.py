@@ -23,6 +23,7 @@ from gbr.actors.messages import (
     WalkFinished,
 )
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
+from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.indexing import embed_chunks
@@ -170,7 +171,7 @@ class EmbedderActor(_Stage):
         open_store: StoreFactory,
         writer: ChildRef,
         batch_chunks: int = 256,
-        embed_format: str = "header",
+        embed_format: str = DEFAULT_EMBED_FORMAT,
         faults: FaultPlan | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)

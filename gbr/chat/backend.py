@@ -18,17 +18,17 @@ from typing import Any, Protocol
 
 from gbr.actors.coordinator import ProgressCallback
 from gbr.actors.oracle import AskQuestion, ask_later, start_oracle
-from gbr.actors.pipeline import IndexOptions, default_db, run_index
+from gbr.actors.pipeline import IndexOptions, default_db, package_root, run_index
 from gbr.actors.supervisor import ChildRef, Supervisor
 from gbr.core import telemetry
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import ConfigError, IndexEmptyError, MissingKeyError, StoreError
+from gbr.core.errors import IndexEmptyError, MissingKeyError, StoreError
 from gbr.core.llm import LlmProvider, Message, get_provider
 from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
 from gbr.core.records import Hit, IndexSummary
 from gbr.core.rerank import Reranker, ask_reranker_spec, load_reranker
 from gbr.core.search import Searcher
-from gbr.core.store import Store
+from gbr.core.store import Store, status_report
 
 NO_INDEX = "no index yet; type /index"
 
@@ -157,9 +157,7 @@ class LocalBackend:
 
     def index(self, path: Path | None, progress: ProgressCallback | None) -> IndexSummary:
         """Close the read-only connection, run the pipeline, reopen: DuckDB allows one writer."""
-        root = (path or self.root).expanduser().resolve()
-        if not root.is_dir():
-            raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
+        root = package_root(path or self.root)
         self._settle()
         self._close_store()
         self.root = root  # the session follows the package it indexed
@@ -171,17 +169,9 @@ class LocalBackend:
     def status(self) -> dict[str, Any]:
         self._settle()
         self._reopen_if_new()
-        report: dict[str, Any] = {"root": str(self.root), "db": str(self.db), "indexed": False}
         if self._store is None:
-            return report
-        report.update(
-            indexed=True,
-            db_bytes=self.db.stat().st_size,
-            model_id=self._store.meta().get("model_id"),
-            dropped=self._store.failed_files(),
-            **self._store.counts(),
-        )
-        return report
+            return {"root": str(self.root), "db": str(self.db), "indexed": False}
+        return {**status_report(self._store), "root": str(self.root), "indexed": True}
 
     # -- questions ------------------------------------------------------------------------------
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
+from gbr.core.walker import ALWAYS_SKIP
+
 ChangeKind = Literal["added", "modified", "deleted"]
 
 # Folders whose contents never hold modules: the index itself, VCS data, tool caches.
-_SKIP_PARTS = frozenset({".gbr", ".git", "node_modules", "_build", "__pycache__", ".venv"})
 # A change to one of these can change which files are indexed, or their module names.
 FULL_PASS_NAMES = frozenset({".gitignore", "gleam.toml"})
 
@@ -40,7 +41,7 @@ def relevant(kind: ChangeKind, rel: str) -> bool:
     if not path.parts or path.is_absolute() or ".." in path.parts:
         return False
     *folders, name = path.parts
-    if any(part.startswith(".") or part in _SKIP_PARTS for part in folders):
+    if any(part.startswith(".") or part in ALWAYS_SKIP for part in folders):
         return False
     if name in FULL_PASS_NAMES:
         return True
@@ -50,7 +51,7 @@ def relevant(kind: ChangeKind, rel: str) -> bool:
         return True
     # A name without a suffix that appeared or vanished may be a folder moved in or out as a
     # whole; a folder's own "modified" events carry nothing its files do not.
-    return kind != "modified" and "." not in name and name not in _SKIP_PARTS
+    return kind != "modified" and "." not in name and name not in ALWAYS_SKIP
 
 
 def classify(changes: Iterable[tuple[ChangeKind, str]]) -> ChangeSet:

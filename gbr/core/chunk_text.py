@@ -36,7 +36,6 @@ def context_header(chunk: Chunk) -> str:
     return f"{head}\n{doc_line}" if doc_line else head
 
 
-EMBED_FORMATS = ("header", "plain")
 DEFAULT_EMBED_FORMAT = "header"
 
 
@@ -57,9 +56,6 @@ def chunk_budget(window: int, embed_format: str = DEFAULT_EMBED_FORMAT) -> int:
     """Tokens of code a chunk may hold so that what is embedded fits the model's window."""
     budget = window - 2  # [CLS] and [SEP]
     return budget - HEADER_RESERVE if embed_format == "header" else budget
-
-
-SEARCH_TEXT_VARIANTS = ("weighted", "plain")
 
 
 def search_text(chunk: Chunk, variant: str = "weighted") -> str:

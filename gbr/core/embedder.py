@@ -6,6 +6,7 @@ import os
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -40,16 +41,27 @@ class PaddingStats:
         return self.padded / total if total else 0.0
 
 
-def no_spinning(options: ort.SessionOptions) -> None:
-    """Idle onnxruntime threads sleep instead of spin-waiting for the next run.
+def onnx_session(path: Path, threads: int | None = None) -> ort.InferenceSession:
+    """A CPU session as every model here runs: all cores for one op, fully optimised, and
+    idle threads that sleep instead of spin-waiting.
 
     Spinning buys a little latency between runs of one batch, but in a daemon a query's
     embedding left both cores busy spinning after every search, which tripled the time a
     concurrent index batch took (bench/daemon_load.py). Bulk indexing does not lose by it
     (bench/index_throughput.py, same ratio to the ceiling).
     """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or os.cpu_count() or 1
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ConfigError(f"cannot load ONNX model {path}: {exc}") from exc
 
 
 class OnnxEmbedder:
@@ -63,7 +75,6 @@ class OnnxEmbedder:
         max_batch: int = 64,
         threads: int | None = None,
     ) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.model_id = files.model_id
@@ -84,17 +95,7 @@ class OnnxEmbedder:
         self._counter = Tokenizer.from_file(str(files.tokenizer))
         self._counter.no_padding()
         self._counter.no_truncation()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or os.cpu_count() or 1
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        no_spinning(options)
-        try:
-            self._session = ort.InferenceSession(
-                str(files.onnx), options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:
-            raise ConfigError(f"cannot load ONNX model {files.onnx}: {exc}") from exc
+        self._session = onnx_session(files.onnx, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = int(self._session.get_outputs()[0].shape[-1])
         # onnxruntime sessions are thread-safe, but the stats are not.

@@ -222,7 +222,7 @@ class Oracle:
         context gets what they leave; with no history the context has the whole budget.
         """
         hits = self.retrieve(question, options, answer)
-        hits = [h for h in hits][: max(options.max_chunks * 3, options.max_chunks)]
+        hits = hits[: options.max_chunks * 3]
         turns = fit_history(history, int(options.budget * options.history_share))
         answer.history_sent = len(turns)
         answer.history_trimmed = sum(m.role != "system" for m in history) - len(turns)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
@@ -105,11 +105,7 @@ class IndexSummary:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> IndexSummary:
         """The summary back from its JSON form, as the daemon's API returns it."""
-        names = {
-            "root", "db", "files_seen", "files_indexed", "files_unchanged", "files_dropped",
-            "files_removed", "chunks", "chunks_embedded", "chunks_cached", "restarts",
-            "dead_letters", "seconds", "reindex_reason",
-        }  # fmt: skip
+        names = {f.name for f in fields(cls)} - {"dropped"}
         summary = cls(**{k: v for k, v in data.items() if k in names})
         summary.dropped = [
             FileProblem(d["path"], d["reason"], d["kind"], d.get("line"))

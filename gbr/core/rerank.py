@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gbr.core import telemetry
+from gbr.core.embedder import onnx_session
 from gbr.core.errors import ConfigError
 from gbr.core.llm.base import Message
 from gbr.core.records import Hit
@@ -249,7 +250,7 @@ class CrossEncoderReranker:
         self.max_chars_per_hit = max_chars_per_hit
         self.batch_size = batch_size
         self._tokenizer, self._pad_id = _load_tokenizer(tokenizer_path, max_length)
-        self._session = _load_session(onnx_path, threads)
+        self._session = onnx_session(onnx_path, threads)
         self._inputs = _check_inputs(self._session, onnx_path)
         outputs = [o.name for o in self._session.get_outputs()]
         self._output = "logits" if "logits" in outputs else outputs[0]
@@ -317,22 +318,6 @@ def _pad_id(tokenizer: Any) -> int:
         if found is not None:
             return int(found)
     return 0
-
-
-def _load_session(path: Path, threads: int | None) -> Any:
-    import onnxruntime as ort
-
-    from gbr.core.embedder import no_spinning
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or os.cpu_count() or 1
-    options.inter_op_num_threads = 1
-    no_spinning(options)
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:
-        raise ConfigError(f"cannot load ONNX model {path}: {exc}") from exc
 
 
 def _check_inputs(session: Any, path: Path) -> tuple[str, ...]:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import numpy as np
 
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.errors import ConfigError, IndexEmptyError
-from gbr.core.records import Hit
+from gbr.core.records import ChunkKind, Hit
 from gbr.core.store import Store
 
 Mode = Literal["hybrid", "dense", "bm25"]
@@ -70,7 +70,6 @@ def looks_like_code(query: str) -> bool:
 
 
 FusionMethod = Literal["cc", "rrf"]
-FUSION_METHODS: tuple[FusionMethod, ...] = ("cc", "rrf")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +153,7 @@ class Filter:
         return " AND ".join(clauses) or "true", params
 
 
-KINDS = ("function", "type", "type_alias", "constant", "external_type", "module")
+KINDS: tuple[str, ...] = get_args(ChunkKind)
 
 
 class Searcher:

@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import StoreError
 from gbr.core.records import Chunk, FileProblem, SourceFile
 
@@ -152,7 +153,12 @@ class Store:
             self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     def prepare(
-        self, *, model_id: str, chunker_version: str, dim: int, embed_format: str = "header"
+        self,
+        *,
+        model_id: str,
+        chunker_version: str,
+        dim: int,
+        embed_format: str = DEFAULT_EMBED_FORMAT,
     ) -> str | None:
         """Make the tables ready for this model and chunker; wipe them if either changed.
 

@@ -24,7 +24,7 @@ from gbr.core.records import FileProblem, SourceFile
 
 DEFAULT_MAX_BYTES = 1_000_000
 MODULE_ROOTS = ("src", "test", "dev")
-_ALWAYS_SKIP = {".git", ".gbr", "node_modules", "_build", "__pycache__", ".venv"}
+ALWAYS_SKIP = {".git", ".gbr", "node_modules", "_build", "__pycache__", ".venv"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +187,7 @@ def _walk_dir(
     for entry in entries:
         # Hidden entries are never modules: `.git`, editor lock files (`.#x.gleam`, dangling
         # symlinks) and macOS `._x.gleam` resource forks (binary) among them.
-        if entry.name.startswith(".") or entry.name in _ALWAYS_SKIP:
+        if entry.name.startswith(".") or entry.name in ALWAYS_SKIP:
             continue
         path = Path(entry.path)
         try:

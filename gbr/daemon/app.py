@@ -39,15 +39,14 @@ from gbr.core.errors import (
 )
 from gbr.core.llm.base import Message as ChatMessage
 from gbr.core.oracle import AskOptions, AskOutcome
-from gbr.core.search import Filter
+from gbr.core.records import ChunkKind
+from gbr.core.search import Filter, Mode
 from gbr.core.telemetry import log
 from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
 from gbr.daemon.service import AskPlan, Daemon
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies and clients from timing out
-
-Kind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
 
 
 class ErrorBody(BaseModel):
@@ -60,10 +59,10 @@ class SearchRequest(BaseModel):
 
     query: str = Field(min_length=1, max_length=10_000, description="Words or an identifier.")
     k: int = Field(10, ge=1, le=200, description="Hits to return.")
-    mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    mode: Mode = "hybrid"
     path: str | None = Field(None, max_length=4096, description="Path prefix or glob.")
     module: str | None = Field(None, max_length=4096, description="Module and its submodules.")
-    kinds: list[Kind] = Field(default_factory=list, max_length=16)
+    kinds: list[ChunkKind] = Field(default_factory=list, max_length=16)
 
 
 class HitBody(BaseModel):

@@ -64,9 +64,6 @@ class DaemonClient:
 
     # ------------------------------------------------------------------ the API
 
-    def health(self) -> dict[str, Any]:
-        return self._json("GET", "/health")
-
     def status(self) -> dict[str, Any]:
         """`status --json`, plus pid, uptime, watcher, restarts and queue depth."""
         return self._json("GET", "/status")

@@ -16,7 +16,6 @@ import contextlib
 import fcntl
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -203,6 +202,12 @@ def lock_held(db: Path) -> bool:
     return False
 
 
+def describe_stale(info: DaemonInfo | None, why: str) -> str:
+    """The note a command prints when `find_daemon` removed a dead daemon's file."""
+    owner = f" left by pid {info.pid}" if info is not None else ""
+    return f"removed a stale daemon.json{owner} ({why})"
+
+
 def already_serving(db: Path, pid: int | str, port: str) -> str:
     return f"a daemon is already serving {db} (pid {pid}, {port}); stop it first"
 
@@ -240,17 +245,3 @@ class DaemonLock:
                 os.ftruncate(self._fd, 0)
             os.close(self._fd)  # closing drops the lock
             self._fd = None
-
-
-def wait_for_discovery(db: Path, timeout: float, poll: float = 0.05) -> DaemonInfo | None:
-    """The daemon's info once its file appears (tests and scripts that start one)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            info = read_discovery(db)
-        except ValueError:
-            info = None
-        if info is not None:
-            return info
-        time.sleep(poll)
-    return None

@@ -65,10 +65,6 @@ class Metrics:
             family = self._family(name, "counter")
             family.values[key] = family.values.get(key, 0.0) + amount
 
-    def set(self, name: str, value: float, **labels: str) -> None:
-        with self._lock:
-            self._family(name, "gauge").values[_key(labels)] = value
-
     def observe(self, name: str, value: float, **labels: str) -> None:
         key = _key(labels)
         with self._lock:
@@ -82,12 +78,6 @@ class Metrics:
                     hist.counts[i] += 1
             hist.total += value
             hist.count += 1
-
-    def value(self, name: str, **labels: str) -> float:
-        """A counter's or gauge's current value (0 when never recorded)."""
-        with self._lock:
-            family = self._families.get(name)
-            return 0.0 if family is None else family.values.get(_key(labels), 0.0)
 
     def render(self) -> str:
         """The whole exposition, families in name order."""

@@ -32,6 +32,7 @@ from gbr.daemon.discovery import (
     DaemonInfo,
     DaemonLock,
     already_serving,
+    describe_stale,
     find_daemon,
     remove_discovery,
     write_discovery,
@@ -65,11 +66,7 @@ def check_config(config: DaemonConfig) -> None:
 def refuse_second_daemon(db: Path, note: Callable[[str], None]) -> None:
     """Raise DaemonError if a live daemon serves `db`; clean a stale discovery file."""
 
-    def stale(info: DaemonInfo | None, why: str) -> None:
-        owner = f" left by pid {info.pid}" if info is not None else ""
-        note(f"removed a stale daemon.json{owner} ({why})")
-
-    info = find_daemon(db, on_stale=stale)
+    info = find_daemon(db, on_stale=lambda dead, why: note(describe_stale(dead, why)))
     if info is not None:
         raise DaemonError(already_serving(db, info.pid, f"port {info.port}"))
 

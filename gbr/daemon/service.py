@@ -50,7 +50,7 @@ from gbr.core.oracle import (
 )
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import ask_reranker_spec, default_reranker_spec, load_reranker
-from gbr.core.search import Filter, Mode, Searcher
+from gbr.core.search import Filter, Mode, Searcher, search_json
 from gbr.core.store import Store, ThreadLocalStore, status_report
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES
@@ -289,7 +289,7 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}
+        return search_json(query, mode, hits)
 
     def plan_ask(
         self,

@@ -42,7 +42,6 @@ class Watcher:
         self.on_changes = on_changes  # (changes, monotonic time the batch was delivered)
         self.debounce_ms = max(debounce_ms, STEP_MS)
         self.state: WatcherState = "starting"
-        self.batches = 0
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="gbr-watcher", daemon=True)
@@ -87,7 +86,6 @@ class Watcher:
                     if (rel := self._relative(path)) is not None
                 )
                 if changes:
-                    self.batches += 1
                     log().info(
                         "files_changed",
                         paths=sorted(changes.paths)[:20],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 import anyio.from_thread
@@ -30,8 +30,8 @@ from gbr.actors.coordinator import Progress
 from gbr.core.errors import GbrError
 from gbr.core.oracle import AskOptions
 from gbr.core.prompt import render_chunk
-from gbr.core.records import Hit
-from gbr.core.search import Filter
+from gbr.core.records import ChunkKind, Hit
+from gbr.core.search import Filter, Mode
 from gbr.mcp.backends import IndexChooser
 
 INSTRUCTIONS = (
@@ -42,7 +42,6 @@ INSTRUCTIONS = (
 )
 PROGRESS_EVERY = 0.5  # seconds between progress notifications during a reindex
 
-Kind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
 
@@ -66,7 +65,7 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
         ],
         k: Annotated[int, Field(ge=1, le=50, description="How many hits.")] = 8,
         mode: Annotated[
-            Literal["hybrid", "dense", "bm25"],
+            Mode,
             Field(description="hybrid fuses meaning (dense) and words (bm25)."),
         ] = "hybrid",
         path: Annotated[
@@ -75,7 +74,9 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
         module: Annotated[
             str | None, Field(max_length=500, description="Only this module and its submodules.")
         ] = None,
-        kinds: Annotated[list[Kind], Field(max_length=6, description="Only these kinds.")] = [],  # noqa: B006 - pydantic copies defaults
+        kinds: Annotated[
+            list[ChunkKind], Field(max_length=6, description="Only these kinds.")
+        ] = [],  # noqa: B006 - pydantic copies defaults
     ) -> CallToolResult:
         """Find code in the indexed Gleam package; returns each hit's code with path:line."""
         where = Filter(path=path, module=module, kinds=tuple(kinds))
