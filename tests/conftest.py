@@ -84,7 +84,11 @@ SMALL_FILES = (
 @pytest.fixture
 def small_example(tmp_path: Path) -> Path:
     """Five real files of the example (about 90 chunks): quick to index many times."""
-    dest = tmp_path / "small"
+    return copy_small(tmp_path / "small")
+
+
+def copy_small(dest: Path) -> Path:
+    """The SMALL_FILES of the example, copied under `dest` as a package of their own."""
     for rel in SMALL_FILES:
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(EXAMPLE / rel, dest / rel)

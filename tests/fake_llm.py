@@ -203,11 +203,6 @@ class FakeLlm:
         with self._lock:
             self._script.extend(Reply(r) if isinstance(r, str) else r for r in replies)
 
-    @property
-    def pending(self) -> int:
-        with self._lock:
-            return len(self._script)
-
     def _record(self, request: RecordedRequest) -> Reply:
         with self._lock:
             self.requests.append(request)

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CTL, EXAMPLE, PROVIDER_VARS, SMALL_FILES
-
-
-def copy_small(dest: Path) -> Path:
-    for rel in SMALL_FILES:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(EXAMPLE / rel, dest / rel)
-    return dest
+from tests.conftest import CTL, PROVIDER_VARS, copy_small
 
 
 def chat_env(package: Path, extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -24,8 +24,8 @@ from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm import Message
 from gbr.core.oracle import Answer, AskOptions
 from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, DaemonClient, bounded_history
-from tests.conftest import CTL
-from tests.daemon.conftest import RunningDaemon, clean_env, copy_small, start_daemon
+from tests.conftest import CTL, copy_small
+from tests.daemon.conftest import RunningDaemon, clean_env, start_daemon
 from tests.fake_llm import FakeLlm, Reply
 
 TOKEN = "chat-daemon-token-0123456789"

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CTL, EXAMPLE, PROVIDER_VARS, SMALL_FILES
+from tests.conftest import CTL, PROVIDER_VARS, copy_small
 from tests.fake_llm import FakeLlm, Reply
 from tests.tiny_models import build_tiny_cross_encoder
 
@@ -22,9 +21,7 @@ KEY = "sk-test-SECRET-1234567890"
 @pytest.fixture(scope="module")
 def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("ask") / "small"
-    for rel in SMALL_FILES:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(EXAMPLE / rel, root / rel)
+    copy_small(root)
     done = subprocess.run([CTL, "index", str(root)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return root

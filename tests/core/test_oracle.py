@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -22,16 +21,14 @@ from gbr.core.prompt import HYDE_SYSTEM_PROMPT, SYSTEM_PROMPT, estimate_tokens, 
 from gbr.core.rerank import LlmReranker
 from gbr.core.search import Searcher
 from gbr.core.store import Store
-from tests.conftest import EXAMPLE, SMALL_FILES
+from tests.conftest import copy_small
 from tests.fake_llm import FakeLlm, Reply
 
 
 @pytest.fixture(scope="module")
 def small_db(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
     root = tmp_path_factory.mktemp("oracle") / "small"
-    for rel in SMALL_FILES:
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(EXAMPLE / rel, root / rel)
+    copy_small(root)
     db = root / ".gbr" / "index.duckdb"
     run_index(IndexOptions(root=root, db=db), model)
     return db

@@ -18,7 +18,7 @@ from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core import telemetry
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.store import FtsConfig, Store
-from tests.conftest import write_tree
+from tests.conftest import EXAMPLE, write_tree
 
 FTS = "fts_main_chunks"
 QUERIES = ["parse isbn", "patron fine", "overdue_days", "ledger_balance total", "zzz"]
@@ -61,11 +61,15 @@ def events(path: Path, name: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, lines) if e.get("event") == name]
 
 
-@pytest.fixture
-def edited_index(example_copy: Path, tmp_path: Path, model: OnnxEmbedder) -> Path:
-    log = tmp_path / "events.jsonl"
+@pytest.fixture(scope="module")
+def edited_template(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
+    """Indexed, edited and indexed again once; each test gets its own copy of the file."""
+    work = tmp_path_factory.mktemp("fulltext")
+    example_copy = work / "bookshelf"
+    shutil.copytree(EXAMPLE, example_copy, ignore=shutil.ignore_patterns(".gbr", "build"))
+    log = work / "events.jsonl"
     telemetry.configure(log)
-    db = tmp_path / "index.duckdb"
+    db = work / "index.duckdb"
     run_index(IndexOptions(root=example_copy, db=db), model)
     assert [e["how"] for e in events(log, "fulltext_updated")] == ["rebuilt"]
 
@@ -77,6 +81,11 @@ def edited_index(example_copy: Path, tmp_path: Path, model: OnnxEmbedder) -> Pat
     assert summary.files_indexed == 2 and summary.files_removed == 1
     assert [e["how"] for e in events(log, "fulltext_updated")] == ["rebuilt", "patched"]
     return db
+
+
+@pytest.fixture
+def edited_index(edited_template: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copy(edited_template, tmp_path / "index.duckdb"))
 
 
 def test_a_patched_index_equals_a_rebuilt_one(edited_index: Path, tmp_path: Path) -> None:

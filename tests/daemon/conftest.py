@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -24,7 +23,7 @@ import pytest
 
 from gbr.core.llm.sse import iter_sse
 from gbr.daemon.discovery import DaemonInfo, read_discovery
-from tests.conftest import CTL, EXAMPLE, SMALL_FILES
+from tests.conftest import CTL
 from tests.conftest import PROVIDER_VARS as BASE_PROVIDER_VARS
 
 PROVIDER_VARS = (*BASE_PROVIDER_VARS, "GBR_TOKEN", "GBR_FAULTS")
@@ -35,13 +34,6 @@ HIT_KEYS = {
 }  # fmt: skip
 DEADLINE = 15.0  # seconds to wait for something the daemon should do soon
 T = TypeVar("T")
-
-
-def copy_small(dest: Path) -> Path:
-    for rel in SMALL_FILES:
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(EXAMPLE / rel, dest / rel)
-    return dest
 
 
 def clean_env(home: Path, **extra: str) -> dict[str, str]:

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import copy_small
 from tests.daemon.conftest import (
     CTL,
     HIT_KEYS,
     RunningDaemon,
     clean_env,
-    copy_small,
     run_ctl,
     start_daemon,
 )

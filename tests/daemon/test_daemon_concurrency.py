@@ -18,18 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.store import Store
+from tests.conftest import copy_small
 from tests.daemon.conftest import (
     HIT_KEYS,
     RunningDaemon,
     append_function,
     clean_env,
-    copy_small,
     start_daemon,
     wait_until,
 )
@@ -92,7 +91,7 @@ def search_loop(
 ) -> None:
     """One client, its own connection pool, searching until told to stop."""
     queries = itertools.cycle(QUERIES[me % len(QUERIES) :] + QUERIES[: me % len(QUERIES)])
-    with httpx.Client(base_url=daemon.url, timeout=60, trust_env=False) as client:
+    with daemon.http() as client:
         while not stop.is_set():
             query, mode = next(queries)
             k = 5 + me % 6
@@ -117,7 +116,7 @@ def search_loop(
 
 def status_loop(daemon: RunningDaemon, load: Load, stop: threading.Event) -> None:
     """/status and /metrics read every table while batches are written; they must answer too."""
-    with httpx.Client(base_url=daemon.url, timeout=60, trust_env=False) as client:
+    with daemon.http() as client:
         while not stop.is_set():
             for path in ("/status", "/metrics"):
                 try:

@@ -27,7 +27,8 @@ from gbr.core.embedder import OnnxEmbedder
 from gbr.core.llm.registry import available, resolve_settings
 from gbr.daemon.app import create_app
 from gbr.daemon.service import Daemon, DaemonConfig
-from tests.daemon.conftest import PROVIDER_VARS, copy_small
+from tests.conftest import copy_small
+from tests.daemon.conftest import PROVIDER_VARS
 from tests.fake_llm import FakeLlm
 
 KEY = "sk-test-FUZZ-1234567890"

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from gbr.core.llm.sse import iter_sse
 from gbr.core.store import Store
+from tests.conftest import copy_small
 from tests.daemon.conftest import (
     RunningDaemon,
     append_function,
     clean_env,
-    copy_small,
     run_ctl,
     start_daemon,
     wait_until,

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from gbr.daemon.metrics import Metrics
-
-SAMPLE = re.compile(r'^[a-z_]+(\{([a-z_]+="[^"]*",?)+\})? -?[0-9.e+-]+$|^[a-z_]+\{.*\} \+Inf$')
 
 
 def test_families_render_with_help_type_and_samples() -> None:

@@ -16,11 +16,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import copy_small
 from tests.daemon.conftest import (
     RunningDaemon,
     append_function,
     clean_env,
-    copy_small,
     start_daemon,
     wait_until,
 )

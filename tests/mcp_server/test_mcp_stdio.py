@@ -10,24 +10,19 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Any
 
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from tests.conftest import CTL
+from tests.conftest import CTL, copy_small
 from tests.daemon.conftest import (
     DEADLINE,
     RunningDaemon,
     append_function,
     clean_env,
-    copy_small,
     start_daemon,
 )
-
-
-def text(result: Any) -> str:
-    return "\n".join(block.text for block in result.content)
+from tests.mcp_server.conftest import text
 
 
 async def search_names(client: Client, query: str) -> tuple[list[str], str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,9 @@ from gbr.local_index import LocalIndex, LocalSettings
 from gbr.mcp.backends import IndexChooser
 from gbr.mcp.server import build_server
 from tests.conftest import PROVIDER_VARS, write_tree
+from tests.daemon.conftest import wait_until
 from tests.fake_llm import FakeLlm, Reply
+from tests.mcp_server.conftest import text
 
 BROKEN = "src/bookshelf/oops.gleam"
 
@@ -63,17 +64,6 @@ def session(server: MCPServer, steps: Callable[[Client], Awaitable[Any]]) -> Any
 
 def call(server: MCPServer, tool: str, **arguments: Any) -> Any:
     return session(server, lambda c: c.call_tool(tool, arguments))
-
-
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
-def text(result: Any) -> str:
-    return "\n".join(block.text for block in result.content)
 
 
 def indexed(server: MCPServer) -> Any:
@@ -257,7 +247,7 @@ def test_an_in_process_ask_lets_go_of_the_index_while_the_llm_answers(
     )
     asking.start()
     try:
-        wait_for(lambda: groq.requests, "the question to reach the LLM")
+        wait_until(lambda: groq.requests, "the question to reach the LLM", timeout=30)
         # Retrieval is over: a writer (a daemon, `gleambrctl index`) can take the file now.
         with Store.open(package / ".gbr" / "index.duckdb") as writer:
             writer.set_meta(probe="written while the LLM answered")
