@@ -562,3 +562,26 @@ def bench_main(
     report(results)
     write_json(args.json, results)
     return 0 if all(c["ok"] for c in results["checks"]) else 1
+
+
+NOISY_OTHERS_CPU = 0.15  # share of all cores used by other processes during a phase
+
+
+def gleambrctl() -> str:
+    """This venv's CLI, for benches that time it or start a daemon with it."""
+    here = Path(sys.executable).parent / "gleambrctl"
+    if here.is_file():
+        return str(here)
+    found = shutil.which("gleambrctl")
+    if not found:
+        raise SystemExit("gleambrctl not found; run `make install` and use .venv/bin/python")
+    return found
+
+
+def time_fts_refresh(db: Path) -> float:
+    """One full `refresh_fulltext`: what a rebuild of the BM25 index costs at this size."""
+    from gbr.core.store import Store
+
+    with Store.open(db) as store:
+        seconds, _ = timed(store.refresh_fulltext)
+    return seconds

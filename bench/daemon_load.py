@@ -45,7 +45,6 @@ from typing import Any
 
 import _corpus as bc
 import httpx
-from query_latency import gleambrctl
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.chunker import new_parser
@@ -56,7 +55,6 @@ from gbr.daemon.discovery import read_discovery
 
 SAVE_TARGET_S = 2.0  # the issue's target: a saved single-file change searchable within 2 s
 SAVE_FILE = "src/bookshelf/loan.gleam"  # in the example package: a large module, many chunks
-NOISY_OTHERS_CPU = 0.15
 QUERY_FILES = sorted((bc.REPO / "bench" / "queries").glob("*.jsonl"))
 # What a provider key or a user config would change; the daemon starts from none of them.
 SCRUBBED_ENV = (*provider_env_vars(), RERANK_MODEL_DIR_ENV, "GBR_TOKEN", "GBR_FAULTS")
@@ -165,7 +163,7 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
         }
     finally:
         results["daemon"] = results.get("daemon", {}) | {"exit_code": daemon.stop()}
-    results["fts_rebuild_seconds"] = time_fts_rebuild(db)
+    results["fts_rebuild_seconds"] = bc.time_fts_refresh(db)
 
     if args.small_saves:
         shutil.rmtree(work / "small", ignore_errors=True)  # its first pass is part of the run
@@ -222,15 +220,6 @@ def build_corpus(root: Path, chunks: int, model: Any) -> dict[str, Any]:
     }
 
 
-def time_fts_rebuild(db: Path) -> float:
-    """One `refresh_fulltext` on the corpus index: what every batch of changes pays for BM25."""
-    from gbr.core.store import Store
-
-    with Store.open(db) as store:
-        seconds, _ = bc.timed(store.refresh_fulltext)
-    return seconds
-
-
 # ----------------------------------------------------------------------------- the daemon
 
 
@@ -256,7 +245,8 @@ class Daemon:
     def start(cls, root: Path, log: Path, home: Path, debounce_ms: int) -> Daemon:
         env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
         env |= {"GBR_HOME": str(home), "NO_COLOR": "1"}
-        cmd = [gleambrctl(), "serve", str(root), "--port", "0", "--debounce-ms", str(debounce_ms)]
+        cmd = [bc.gleambrctl(), "serve", str(root), "--port", "0"]
+        cmd += ["--debounce-ms", str(debounce_ms)]
         started = time.perf_counter()
         with log.open("wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
@@ -669,7 +659,7 @@ def report(r: dict[str, Any]) -> None:
     noisy = [
         f"{x['clients']} clients {_pct(x['others_cpu'])}"
         for x in r["load"]
-        if (x["others_cpu"] or 0.0) > NOISY_OTHERS_CPU
+        if (x["others_cpu"] or 0.0) > bc.NOISY_OTHERS_CPU
     ]
     if noisy:
         print(

@@ -30,11 +30,9 @@ import _corpus as bc
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.indexing import embed_key
-from gbr.core.store import Store
 
 RATIO_TARGET = 0.85
 NOOP_TARGET_S = 2.0
-NOISY_OTHERS_CPU = 0.15  # share of all cores used by other processes during a phase
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -261,7 +259,7 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
             )
         with bc.open_read_only(db) as store:
             total_chunks = store.counts()["chunks"]
-        fts_s = time_fts_refresh(db)
+        fts_s = bc.time_fts_refresh(db)
         results["noop"] = {
             "gleam_files": files,
             "chunks_in_db": total_chunks,
@@ -278,13 +276,6 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
         }
     results["max_rss"] = bc.ru_maxrss_bytes()
     results["checks"] = checks(results)
-
-
-def time_fts_refresh(db: Path) -> float:
-    """What one `refresh_fulltext` costs on the no-op index: every run pays it at the end."""
-    with Store.open(db) as store:
-        seconds, _ = bc.timed(store.refresh_fulltext)
-    return seconds
 
 
 def checks(r: dict[str, Any]) -> list[dict[str, Any]]:
@@ -409,7 +400,7 @@ def report(r: dict[str, Any]) -> None:
     noisy = [
         f"{phase} {pct(r[phase]['others_cpu'])}"
         for phase in ("e2e", "ceiling")
-        if (r[phase]["others_cpu"] or 0.0) > NOISY_OTHERS_CPU
+        if (r[phase]["others_cpu"] or 0.0) > bc.NOISY_OTHERS_CPU
     ]
     if noisy:
         print(

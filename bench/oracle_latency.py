@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -24,16 +23,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import _corpus as bc  # noqa: E402
+
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
-from gbr.core.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.llm.base import ProviderSettings  # noqa: E402
 from gbr.core.llm.openai_compat import OpenAICompatProvider  # noqa: E402
-from gbr.core.model_files import resolve_model_files  # noqa: E402
 from gbr.core.oracle import AskOptions, Oracle  # noqa: E402
 from gbr.core.prompt import HYDE_SYSTEM_PROMPT  # noqa: E402
 from gbr.core.rerank import LlmReranker  # noqa: E402
 from gbr.core.search import Searcher  # noqa: E402
-from gbr.core.store import Store  # noqa: E402
 from tests.fake_llm import FakeLlm  # noqa: E402
 
 QUESTION = "how can a member reserve a book that is already on loan"
@@ -107,15 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
-    model = OnnxEmbedder(resolve_model_files())
+    model = bc.load_model()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "bookshelf"
-        shutil.copytree(
-            REPO / "examples" / "bookshelf", root, ignore=shutil.ignore_patterns(".gbr")
-        )
+        root = bc.copy_example(Path(tmp))
         db = Path(tmp) / "index.duckdb"
         run_index(IndexOptions(root=root, db=db), model)
-        with Store.open(db, read_only=True) as store, FakeLlm() as fake:
+        with bc.open_read_only(db) as store, FakeLlm() as fake:
             searcher = Searcher(store, model)
             searcher.search("warm up", k=1)
             rows = {s.name: measure(searcher, fake, s, args.runs) for s in SCENARIOS}

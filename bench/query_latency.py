@@ -41,7 +41,6 @@ from gbr.core.store import Store
 HYBRID_P50_TARGET_MS = 50.0
 COLD_CLI_TARGET_S = 2.5
 TARGET_SIZE = 10_000
-NOISY_OTHERS_CPU = 0.15  # share of all cores used by other processes during a phase
 
 # Natural-language questions and bare identifiers, as people type them at a code search box.
 QUERIES = [
@@ -333,18 +332,8 @@ def profile_hybrid(searcher: Searcher, queries: list[str], k: int) -> list[dict[
 # ---------------------------------------------------------------------------------- cold
 
 
-def gleambrctl() -> str:
-    here = Path(sys.executable).parent / "gleambrctl"
-    if here.is_file():
-        return str(here)
-    found = shutil.which("gleambrctl")
-    if not found:
-        raise SystemExit("gleambrctl not found; run `make install` and use .venv/bin/python")
-    return found
-
-
 def cold_cli(db: Path, runs: int) -> dict[str, Any]:
-    cmd = [gleambrctl(), "search", CLI_QUERY, "--db", str(db)]
+    cmd = [bc.gleambrctl(), "search", CLI_QUERY, "--db", str(db)]
     times = []
     for _ in range(max(1, runs)):
         started = time.perf_counter()
@@ -353,7 +342,7 @@ def cold_cli(db: Path, runs: int) -> dict[str, Any]:
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr.strip()}")
     started = time.perf_counter()
-    subprocess.run([gleambrctl(), "--help"], capture_output=True, check=False)
+    subprocess.run([bc.gleambrctl(), "--help"], capture_output=True, check=False)
     help_s = time.perf_counter() - started
     return {"runs": times, "median_seconds": bc.median(times), "help_seconds": help_s}
 
@@ -490,7 +479,7 @@ def report(r: dict[str, Any]) -> None:
     busy = [
         f"{_size_label(size)} {100 * e['others_cpu']:.0f}%"
         for size, e in r["sizes"].items()
-        if (e["others_cpu"] or 0.0) > NOISY_OTHERS_CPU
+        if (e["others_cpu"] or 0.0) > bc.NOISY_OTHERS_CPU
     ]
     if busy:
         print(

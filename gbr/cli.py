@@ -204,7 +204,7 @@ def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> I
     from gbr.core.records import IndexSummary
 
     with client:
-        if Path(client.info.root) != root:
+        if not client.info.serves(root):
             raise ConfigError(
                 f"the daemon serving {db} (pid {client.info.pid}) indexes {client.info.root}, "
                 f"not {root}; stop it, or pass --db with another file"

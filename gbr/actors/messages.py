@@ -74,10 +74,12 @@ class FilesRemoved:
 
 @dataclass(frozen=True, slots=True)
 class FinishRun:
-    """Writer: all files are through; refresh the full-text index and checkpoint."""
+    """Writer: all files are through; bring the full-text index up to date and checkpoint.
+
+    Whether it needs it is in the store (`fulltext_stale`), set by every write that changes
+    chunks, so a run killed before this message still leaves the next run to do it."""
 
     summary_json: str
-    changed: bool  # False when no file was written, so the full-text index is still current
 
 
 @dataclass(frozen=True, slots=True)

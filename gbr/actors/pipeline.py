@@ -179,15 +179,7 @@ def run_index(
         summary.restarts = supervisor.restarts
         summary.dead_letters = supervisor.dead_letters
         summary.seconds = time.monotonic() - started
-        # A dropped file keeps its chunks and their search text, so the full-text index
-        # only needs a rebuild when chunks were written or removed.
-        changed = bool(summary.files_indexed or summary.files_removed)
-        writer.ask(
-            FinishRun(
-                json.dumps(summary.as_dict()), changed=changed or bool(summary.reindex_reason)
-            ),
-            timeout=600,
-        )
+        writer.ask(FinishRun(json.dumps(summary.as_dict())), timeout=600)
         summary.seconds = time.monotonic() - started
     finally:
         abort.set()

@@ -284,7 +284,9 @@ class WriterActor(_Stage):
             for path in message.paths:
                 self.coordinator.tell(FileDone(path, "removed"))
         elif isinstance(message, FinishRun):
-            if message.changed or not store.has_fulltext() or store.fulltext_stale():
+            # A dropped file keeps its chunks and their search text: only writes and removals
+            # (and a wipe, see Store.prepare) mark the full-text index stale.
+            if not store.has_fulltext() or store.fulltext_stale():
                 started = time.monotonic()
                 how = store.update_fulltext()
                 log().info(

@@ -84,7 +84,7 @@ class DaemonBackend:
         The daemon sends no progress, so `progress` hears twice: at the start with nothing
         known (a bar at a terminal then pulses, as before a walk ends), and at the end.
         """
-        if path is not None and path.expanduser().resolve() != self.root.resolve():
+        if path is not None and not self._client.info.serves(path):
             raise ConfigError(
                 f"the daemon (pid {self._client.info.pid}) indexes {self.root} only; "
                 f"stop it to index {path} from this chat"

@@ -184,6 +184,7 @@ class Store:
             if reason:
                 self.con.execute("DROP TABLE IF EXISTS chunks")
                 self.con.execute("DROP TABLE IF EXISTS files")
+                self.mark_fulltext_stale()  # its documents are gone with the chunks
             self._create_tables(dim)
             self.set_meta(**want)
         return reason
@@ -300,7 +301,7 @@ class Store:
                 self.con.execute(f'DROP TABLE IF EXISTS {_FTS_SCHEMA}."{name}"')
             self.con.execute(f"DROP SCHEMA IF EXISTS {_FTS_SCHEMA}")
             self.con.execute(config.pragma())
-            self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
+            self._clear_fulltext_stale()
             self.set_meta(fulltext_config=config.pragma())
 
     def update_fulltext(self, config: FtsConfig = FtsConfig(), rebuild_share: float = 0.25) -> str:
@@ -333,14 +334,14 @@ class Store:
                 f"(SELECT count(*) FROM {fts}.docs)"
             ).fetchone() or (0, 0, 0)
             if gone + new == 0:
-                self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
+                self._clear_fulltext_stale()
                 return "unchanged"
             if gone + new > rebuild_share * max(docs, 1):
                 rebuild = True
             else:
                 rebuild = False
                 self._patch_fulltext(config)
-                self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
+                self._clear_fulltext_stale()
         if rebuild:
             self.refresh_fulltext(config)
             return "rebuilt"
@@ -422,6 +423,9 @@ class Store:
         rebuild anyway, so the new chunks become findable by BM25.
         """
         self.set_meta(fulltext_stale="1")
+
+    def _clear_fulltext_stale(self) -> None:
+        self.con.execute("DELETE FROM meta WHERE key = 'fulltext_stale'")
 
     def fulltext_stale(self) -> bool:
         return self.meta().get("fulltext_stale") == "1"

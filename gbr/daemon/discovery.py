@@ -49,6 +49,10 @@ class DaemonInfo:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
+    def serves(self, root: Path) -> bool:
+        """Whether this daemon indexes `root`: it indexes its own tree and no other."""
+        return Path(self.root).resolve() == Path(root).expanduser().resolve()
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -67,10 +67,9 @@ class DaemonIndex:
         return self._client.status()
 
     def reindex(self, progress: ProgressCallback | None) -> dict[str, Any]:
-        served = Path(self._client.info.root).resolve()
-        if served != self._root.resolve():
+        if not self._client.info.serves(self._root):
             raise ConfigError(
-                f"the daemon for this index serves {served}, not {self._root}; "
+                f"the daemon for this index serves {self._client.info.root}, not {self._root}; "
                 "stop it, or reindex through it from that folder"
             )
         return self._client.index()  # the daemon reports no progress over HTTP
