@@ -16,7 +16,6 @@ import pykka
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
-from gbr.core.errors import SupervisionError
 from gbr.core.llm.base import Message
 from gbr.core.oracle import Answer, AskOptions, ContextSink, Oracle, TokenSink
 
@@ -91,20 +90,10 @@ def ask_once(oracle: Oracle, question: AskQuestion) -> Answer:
         supervisor.stop_all()
 
 
-class _Wake:
-    """A no-op question: asking it restarts a dead Oracle through its supervisor."""
-
-
 def ask_later(child: ChildRef, question: AskQuestion) -> pykka.Future[Answer]:
     """The answer as a future, so the caller can wait, take Ctrl-C, cancel, and wait again.
 
     `ChildRef.ask` blocks, and an interrupted block would lose the answer in flight.
     """
-    ref = child.actor_ref
-    if ref is not None and not ref.is_alive():
-        child.ask(_Wake())  # restarts the dead incarnation, then answers None
-        ref = child.actor_ref
-    if ref is None:
-        raise SupervisionError("the oracle is stopped; start the chat again")
-    future: pykka.Future[Answer] = ref.ask(question, block=False)
+    future: pykka.Future[Answer] = child.live_ref().ask(question, block=False)
     return future

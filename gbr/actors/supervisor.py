@@ -60,16 +60,22 @@ class ChildRef:
             self._supervisor.restart(self, ref, None, [])
         raise SupervisionError(f"{self.name} could not be restarted to receive a message")
 
-    def ask(self, message: Any, timeout: float | None = None) -> Any:
-        """Ask the current incarnation; a dead one is restarted first, never asked in vain."""
+    def live_ref(self) -> pykka.ActorRef[Any]:
+        """The current incarnation, restarted first if it died; SupervisionError once stopped."""
         for _ in range(3):
             with self._lock:
                 ref = self._ref
             if ref is None:
                 raise SupervisionError(f"{self.name} is stopped; the run was aborted")
-            if not ref.is_alive():
-                self._supervisor.restart(self, ref, None, [])
-                continue
+            if ref.is_alive():
+                return ref
+            self._supervisor.restart(self, ref, None, [])
+        raise SupervisionError(f"{self.name} could not be restarted")
+
+    def ask(self, message: Any, timeout: float | None = None) -> Any:
+        """Ask the current incarnation; a dead one is restarted first, never asked in vain."""
+        for _ in range(3):
+            ref = self.live_ref()
             try:
                 return ref.ask(message, timeout=timeout)
             except pykka.ActorDeadError:
