@@ -41,8 +41,8 @@ def config_path(env: Mapping[str, str]) -> Path:
     return Path.home() / ".config" / "gbr" / "config.toml"
 
 
-def provider_table(env: Mapping[str, str], name: str) -> dict[str, Any]:
-    """The `[name]` table of the config file, checked; empty when the file or table is absent."""
+def read_config(env: Mapping[str, str]) -> dict[str, Any]:
+    """The config file parsed, {} when there is none: read once per provider lookup."""
     path = config_path(env)
     try:
         text = path.read_text("utf-8")
@@ -51,9 +51,18 @@ def provider_table(env: Mapping[str, str], name: str) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path} ({exc}); fix or remove the file") from exc
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML ({exc}); fix the file") from exc
+
+
+def provider_table(
+    env: Mapping[str, str], name: str, config: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The `[name]` table of the config file (or of `config`, the file already read),
+    checked; empty when the file or table is absent."""
+    path = config_path(env)
+    data = read_config(env) if config is None else config
     table = data.get(name, {})
     if not isinstance(table, dict):
         raise ConfigError(f"`{name}` in {path} must be a table; write it as [{name}]")

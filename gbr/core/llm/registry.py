@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm.base import LlmProvider, ProviderSettings
-from gbr.core.llm.config import config_path, provider_table
+from gbr.core.llm.config import config_path, provider_table, read_config
 from gbr.core.llm.gemini import GeminiProvider
 from gbr.core.llm.groq import GroqProvider
 from gbr.core.llm.openai_compat import OpenAICompatProvider
@@ -92,12 +92,14 @@ class ProviderRegistry:
         model: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        config: Mapping[str, Any] | None = None,
     ) -> ProviderSettings:
-        """Each setting from the arguments, else the environment, else the file, else defaults."""
+        """Each setting from the arguments, else the environment, else the file (`config`
+        when already read), else defaults."""
         env = os.environ if env is None else env
         name = self.canonical(name)
         factory = self._factories[name]
-        table = provider_table(env, name)
+        table = provider_table(env, name, config)
         api_key = _env_value(env, factory.key_env) or _blank_to_none(table.get("api_key"))
         if factory.key_required and not api_key:
             raise MissingKeyError(
@@ -125,16 +127,19 @@ class ProviderRegistry:
             api_key=api_key,
         )
 
-    def configured(self, env: Mapping[str, str] | None = None) -> list[str]:
+    def configured(
+        self, env: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None
+    ) -> list[str]:
         """Providers ready to use, in auto-pick order.
 
         One that needs a key is ready when it has one; one that does not (a local server) is
         ready only when its base URL was set, since nothing says a server runs at the default.
         """
         env = os.environ if env is None else env
+        config = read_config(env) if config is None else config
         ready = []
         for name, factory in self._factories.items():
-            table = provider_table(env, name)
+            table = provider_table(env, name, config)
             if factory.key_required:
                 found = _env_value(env, factory.key_env) or _blank_to_none(table.get("api_key"))
             else:
@@ -152,13 +157,15 @@ class ProviderRegistry:
         timeout: float | None = None,
     ) -> LlmProvider:
         """The named provider, or the first configured one; MissingKeyError if there is none."""
+        config = None  # read once, here for the pick or in resolve_settings
         if name is None:
-            ready = self.configured(env)
+            config = read_config(os.environ if env is None else env)
+            ready = self.configured(env, config)
             if not ready:
                 raise MissingKeyError(self._nothing_configured())
             name = ready[0]
         name = self.canonical(name)
-        settings = self.resolve_settings(name, model=model, env=env, timeout=timeout)
+        settings = self.resolve_settings(name, model=model, env=env, timeout=timeout, config=config)
         return self._factories[name](settings)
 
     def _nothing_configured(self) -> str:
