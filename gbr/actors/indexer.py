@@ -53,9 +53,8 @@ class IndexerActor(SupervisedActor):
         faults: FaultPlan | None = None,
         stopping: threading.Event | None = None,
     ) -> None:
-        super().__init__(supervisor, name)
+        super().__init__(supervisor, name, faults)
         self.run = run
-        self._faults = faults
         self._stopping = stopping or threading.Event()
 
     def handle(self, message: Any) -> None:
@@ -64,8 +63,7 @@ class IndexerActor(SupervisedActor):
             if isinstance(message, IndexEverything):
                 _fail(message.reply, DaemonError("the daemon is shutting down; start it again"))
             return
-        if self._faults is not None:
-            self._faults.check(self._child_name, message)
+        self.check_fault(message)
         if isinstance(message, IndexChanges):
             try:
                 self.run(message.paths, "changes", message.seen_at)

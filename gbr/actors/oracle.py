@@ -44,14 +44,12 @@ class OracleActor(SupervisedActor):
         oracle: Oracle,
         faults: FaultPlan | None = None,
     ) -> None:
-        super().__init__(supervisor, name)
+        super().__init__(supervisor, name, faults)
         self.oracle = oracle
-        self._faults = faults
 
     def handle(self, message: Any) -> Answer | None:
         if isinstance(message, AskQuestion):
-            if self._faults is not None:
-                self._faults.check(self._child_name, message)
+            self.check_fault(message)
             return self.oracle.answer(
                 message.question,
                 message.options,

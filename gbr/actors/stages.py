@@ -36,15 +36,11 @@ StoreFactory = Callable[[], Store]
 
 
 class _Stage(SupervisedActor):
-    def __init__(self, supervisor: Supervisor, name: str, faults: FaultPlan | None) -> None:
-        super().__init__(supervisor, name)
-        self._faults = faults
-        self._stage = name
+    """A pipeline stage: every message it takes is open to a crash drill."""
 
     def on_receive(self, message: Any) -> Any:
-        if self._faults is not None:
-            self._in_hand = message
-            self._faults.check(self._stage, message)
+        self._in_hand = message  # a drilled crash salvages it, like any other
+        self.check_fault(message)
         return super().on_receive(message)
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pykka
 
+from gbr.actors.faults import FaultPlan
 from gbr.core.errors import SupervisionError
 from gbr.core.telemetry import log
 
@@ -251,11 +252,19 @@ def _describe(error: BaseException | None) -> str:
 class SupervisedActor(pykka.ThreadingActor):
     """Base of every pipeline actor: remembers the message in hand for its supervisor."""
 
-    def __init__(self, supervisor: Supervisor, child_name: str) -> None:
+    def __init__(
+        self, supervisor: Supervisor, child_name: str, faults: FaultPlan | None = None
+    ) -> None:
         super().__init__()
         self._supervisor = supervisor
         self._child_name = child_name
         self._in_hand: Any = None
+        self._faults = faults
+
+    def check_fault(self, message: Any) -> None:
+        """A crash drill (GBR_FAULTS): raises when the plan crashes this actor on `message`."""
+        if self._faults is not None:
+            self._faults.check(self._child_name, message)
 
     def on_receive(self, message: Any) -> Any:
         self._in_hand = message
