@@ -15,13 +15,17 @@ library code; 0 when all targets resolve.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import duckdb
 
-KINDS = {"nl", "identifier", "howto", "type"}
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from gbr.core.errors import GbrError  # noqa: E402
+from gbr.core.evaluation import QUERY_KINDS, Query, load_queries  # noqa: E402
+
 NON_LIBRARY = ("test/", "examples/", "dev/")
 
 
@@ -32,28 +36,25 @@ def load_chunks(db: Path) -> set[tuple[str, str]]:
     return {(path, name) for path, name in rows}
 
 
-def problems(queries: list[dict], chunks: set[tuple[str, str]]) -> list[str]:
-    """One line per bad query or target; empty when the file is sound."""
+def problems(queries: list[Query], chunks: set[tuple[str, str]]) -> list[str]:
+    """One line per bad query or target; empty when the queries are sound."""
     out: list[str] = []
     seen: set[str] = set()
     for q in queries:
-        qid = q.get("id", "?")
-        if qid in seen:
-            out.append(f"{qid}: duplicate id")
-        seen.add(qid)
-        if q.get("kind") not in KINDS:
-            out.append(f"{qid}: kind {q.get('kind')!r} is not one of {sorted(KINDS)}")
-        if not q.get("query", "").strip():
-            out.append(f"{qid}: empty query")
-        targets = q.get("targets") or []
-        if not targets:
-            out.append(f"{qid}: no targets")
-        for t in targets:
-            file, name = t.get("file", ""), t.get("name", "")
-            if file.startswith(NON_LIBRARY):
-                out.append(f"{qid}: {file}:{name} is not library code")
-            if (file, name) not in chunks:
-                out.append(f"{qid}: {file}:{name} is not a chunk")
+        if q.id in seen:
+            out.append(f"{q.id}: duplicate id")
+        seen.add(q.id)
+        if q.kind not in QUERY_KINDS:
+            out.append(f"{q.id}: kind {q.kind!r} is not one of {', '.join(QUERY_KINDS)}")
+        if not q.query.strip():
+            out.append(f"{q.id}: empty query")
+        if not q.targets:
+            out.append(f"{q.id}: no targets")
+        for t in q.targets:
+            if t.file.startswith(NON_LIBRARY):
+                out.append(f"{q.id}: {t.file}:{t.name} is not library code")
+            if (t.file, t.name) not in chunks:
+                out.append(f"{q.id}: {t.file}:{t.name} is not a chunk")
     return out
 
 
@@ -78,8 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     bad: list[str] = []
     count = 0
     for path in args.queries:
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-        queries = [json.loads(ln) for ln in lines]
+        try:
+            queries = load_queries(path)
+        except (GbrError, OSError) as exc:
+            print(exc, file=sys.stderr)
+            return 2
         count += len(queries)
         bad += [f"{path.name}: {p}" for p in problems(queries, chunks)]
     for line in bad:
