@@ -437,7 +437,7 @@ def _print_token(delta: str) -> None:
 def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> None:
     """Render the `ask --json` object, whether it was made here or by a daemon."""
     from gbr.core.oracle import Answer
-    from gbr.core.prompt import render_context
+    from gbr.core.prompt import render_context, sources_line
 
     if json_out:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
@@ -451,7 +451,7 @@ def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> 
         err.print("[dim]the context that was retrieved:[/dim]")
         sys.stdout.write(render_context(Answer.from_dict(data).chunks))
         return
-    sources = ", ".join(f"{c['path']}:{c['start_line']}" for c in data["chunks"][:5])
+    sources = sources_line(Answer.from_dict(data).sources())
     err.print(f"[dim]sources: {escape(sources)}[/dim]")
     if data["unknown_citations"]:
         listed = ", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"])
