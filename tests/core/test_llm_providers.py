@@ -172,11 +172,14 @@ def test_openai_format_request(
     assert request.headers["accept"] == "text/event-stream"
     assert request.headers["content-type"] == "application/json"
     assert request.headers["user-agent"].startswith("gbr/")
+    # Groq documents `max_completion_tokens` and deprecates `max_tokens`; a local server
+    # (Ollama) would silently ignore the newer name, so it gets the older one.
+    limit = "max_completion_tokens" if wire.name == "groq" else "max_tokens"
     assert request.json == {
         "model": "some-model",
         "messages": [{"role": m.role, "content": m.content} for m in MESSAGES],
         "stream": True,
-        "max_tokens": 321,
+        limit: 321,
         "temperature": 0.4,
     }
 
@@ -228,8 +231,10 @@ def test_gemini_details(fake_llm: FakeLlm) -> None:
             )
         )
         assert provider.complete([Message("user", "hi")]) == "Yes."
-        fake_llm.script(Reply(raw_events=['{"promptFeedback": {"blockReason": "SAFETY"}}']))
-        with pytest.raises(ProviderResponseError, match=r"refused the question \(SAFETY\)"):
+        fake_llm.script(Reply(raw_events=['{"promptFeedback": {"blockReason": "OTHER"}}']))
+        with pytest.raises(
+            ProviderResponseError, match=r"refused to answer \(the question was blocked: OTHER\)"
+        ):
             provider.complete([Message("user", "hi")])
 
 
@@ -384,7 +389,8 @@ def test_rejected_key(
     with pytest.raises(ProviderAuthError) as caught:
         make().complete(MESSAGES)
     assert str(caught.value) == (
-        f"{wire.name} rejected the API key ({status}); check {ENV_VAR[wire.name]}"
+        f"{wire.name} rejected the API key ({status}); set a valid one in {ENV_VAR[wire.name]} "
+        f"(or api_key under [{wire.name}] in the gbr config.toml)"
     )
     assert fake_time.sleeps == []
     assert len(fake_llm.requests) == 1
