@@ -110,9 +110,11 @@ class Reply:
         return cls(status=status, headers=headers, error_body=body)
 
     def pieces(self, text: str) -> list[str]:
-        if isinstance(self.chunks, int):
-            return split(text, self.chunks)
-        return list(self.chunks)
+        if not isinstance(self.chunks, int):
+            return list(self.chunks)
+        if self.refusal:  # a refusal sends only the pieces a test spelled out
+            return []
+        return split(text, self.chunks)
 
     def delay_before(self, index: int) -> float:
         if isinstance(self.chunk_delay, int | float):
@@ -382,8 +384,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.malformed:
             self._send(200, b'{"choices": [{"message": ')
             return
-        shown = "".join(reply.pieces(text)) if reply.refusal else text
-        data = json.dumps(envelope.whole(shown, reply.refusal)).encode()
+        data = json.dumps(envelope.whole("".join(reply.pieces(text)), reply.refusal)).encode()
         if reply.cut_after is not None:  # promise the whole body, send half, hang up
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -444,8 +445,7 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.refusal == "prompt" and not openai:
             yield 0.0, json.dumps(envelope.gemini_chunk(None, "", refusal="prompt"))
             return
-        # A refusal sends only the pieces a test spelled out, then declines.
-        pieces = [] if reply.refusal and isinstance(reply.chunks, int) else reply.pieces(text)
+        pieces = reply.pieces(text)
         sent = pieces if reply.cut_after is None else pieces[: reply.cut_after]
         finished = reply.cut_after is None
         if openai:
