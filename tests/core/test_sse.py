@@ -188,7 +188,7 @@ def cut_streams(draw: st.DrawFn) -> tuple[str, list[str]]:
     return stream, cut(stream, points)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400, deadline=None, database=None)  # nothing written outside tmp
 @given(cut_streams())
 def test_any_chunking_gives_the_events_of_the_whole_stream(case: tuple[str, list[str]]) -> None:
     stream, pieces = case
@@ -196,7 +196,7 @@ def test_any_chunking_gives_the_events_of_the_whole_stream(case: tuple[str, list
     assert parsed(pieces) == parsed([stream]) == reference(stream)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200, deadline=None, database=None)
 @given(streams())
 def test_one_character_per_read_matches_the_spec(stream: str) -> None:
     assert parsed(list(stream)) == reference(stream)
