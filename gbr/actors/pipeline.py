@@ -130,6 +130,7 @@ def run_index(
                 batch_chunks=options.batch_chunks,
                 embed_format=options.embed_format,
                 faults=faults,
+                progress_to=coordinator if progress is not None else None,
             ),
         )
         limits = ChunkLimits(max_tokens=budget)

@@ -12,6 +12,8 @@ import pykka
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import (
+    ChunksEmbedded,
+    ChunksQueued,
     FileDone,
     FileEmbedded,
     FileFailed,
@@ -169,9 +171,12 @@ class EmbedderActor(_Stage):
         batch_chunks: int = 256,
         embed_format: str = DEFAULT_EMBED_FORMAT,
         faults: FaultPlan | None = None,
+        progress_to: pykka.ActorRef[Any] | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
+        # The coordinator, when someone watches progress: it hears chunks as they get vectors.
+        self.progress_to = progress_to
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
         self._pending: list[FileParsed] = []
         self._store: Store | None = None
@@ -207,7 +212,11 @@ class EmbedderActor(_Stage):
         assert self._store is not None
         chunks = [c for p in self._pending for c in p.chunks]
         stored, cached = embed_chunks(
-            chunks, self.model, self._store.cached_vectors, self.embed_format
+            chunks,
+            self.model,
+            self._store.cached_vectors,
+            self.embed_format,
+            on_progress=self._reporter(len(self._pending)),
         )
         batch, self._pending = self._pending, []
         offset = 0
@@ -217,6 +226,19 @@ class EmbedderActor(_Stage):
             mine = tuple(stored[offset:end])
             offset = end
             self.writer.tell(FileEmbedded(parsed.source, mine, len(mine) - hits, hits))
+
+    def _reporter(self, files: int) -> Callable[[int, int], None] | None:
+        watcher = self.progress_to
+        if watcher is None:
+            return None
+
+        def report(embedded: int, to_embed: int) -> None:
+            if embedded:
+                watcher.tell(ChunksEmbedded(embedded))
+            else:
+                watcher.tell(ChunksQueued(files, to_embed))
+
+        return report
 
 
 class WriterActor(_Stage):
