@@ -43,7 +43,20 @@ def vimgrep_lines(hits: Iterable[Hit], root: str | Path, cwd: Path | None = None
     lines = []
     for hit in hits:
         path = os.path.relpath(Path(root) / hit.path, here)
+        line, column = definition_at(hit)
         signature = " ".join(hit.signature.split()) if hit.signature else ""
         tail = f" {signature}" if signature else ""
-        lines.append(f"{path}:{hit.start_line}:1: {hit.name} ({hit.kind}){tail}")
+        lines.append(f"{path}:{line}:{column}: {hit.name} ({hit.kind}){tail}")
     return lines
+
+
+def definition_at(hit: Hit) -> tuple[int, int]:
+    """Line and column (1-based) of the hit's name where it is defined: past the doc
+    comments and attributes its chunk starts with, so the editor lands on the definition."""
+    for offset, text in enumerate(hit.text.splitlines()):
+        stripped = text.lstrip()
+        if not stripped or stripped.startswith(("//", "@")):
+            continue
+        column = text.find(hit.name)
+        return hit.start_line + offset, (column + 1 if column >= 0 else 1)
+    return hit.start_line, 1
