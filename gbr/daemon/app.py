@@ -83,6 +83,7 @@ class SearchResponse(BaseModel):
     query: str
     mode: str
     results: list[HitBody]
+    hint: str | None = Field(None, description="Why a path or module filter found nothing.")
 
 
 class HistoryMessage(BaseModel):
@@ -184,6 +185,7 @@ def create_app(daemon: Daemon) -> FastAPI:
         "/search",
         dependencies=auth,
         response_model=SearchResponse,
+        response_model_exclude_none=True,  # `hint` only when there is one, as `search --json`
         responses=_ERRORS,
         tags=["query"],
     )

@@ -86,6 +86,20 @@ def test_search_filters_and_modes(daemon: RunningDaemon) -> None:
     assert all(r["kind"] == "function" and r["path"].startswith("src/") for r in bm25["results"])
     module = daemon.search("isbn", module="bookshelf/isbn", mode="dense")["results"]
     assert module and all(r["module"] == "bookshelf/isbn" for r in module)
+    assert "hint" not in daemon.search("isbn", module="bookshelf/isbn")
+
+
+def test_a_filter_that_matches_nothing_gets_a_hint_through_the_daemon(
+    daemon: RunningDaemon, cli_env: dict
+) -> None:
+    data = daemon.search("isbn", module="bookshelf/isbnn")
+    assert data["results"] == []
+    assert data["hint"].startswith(
+        "no chunk is in module bookshelf/isbnn; modules here: bookshelf/isbn"
+    )
+    human = run_ctl("search", "isbn", "--path", "lib/", cwd=daemon.root, env=cli_env)
+    assert human.returncode == 0 and human.stdout.strip() == "no matches"
+    assert human.stderr.startswith("note: no chunk is under path lib/"), human.stderr
 
 
 @pytest.mark.parametrize(
@@ -259,7 +273,9 @@ def test_cli_search_goes_through_the_daemon_with_the_same_json(
         "search", "check that an ISBN is valid", "-k", "3", "--json", cwd=daemon.root, env=cli_env
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == daemon.search("check that an ISBN is valid", k=3)
+    stamped = json.loads(result.stdout)
+    assert (stamped.pop("schema_version"), stamped.pop("package")) == (1, "bookshelf")
+    assert stamped == daemon.search("check that an ISBN is valid", k=3)
     human = run_ctl("search", "validate an ISBN-13", "-k", "2", cwd=daemon.root, env=cli_env)
     assert "src/bookshelf/isbn.gleam:" in human.stdout and "function" in human.stdout
     lines = run_ctl("search", "-", "-k", "1", cwd=daemon.root, env=cli_env, stdin="isbn\nmember\n")
