@@ -134,7 +134,7 @@ def _package_root(path: Path) -> Path:
     return package_root(path)
 
 
-def _parse_size(text: str) -> int:
+def _parse_size(text: str, option: str = "--max-file-size") -> int:
     from gbr.core.errors import ConfigError
 
     units = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
@@ -148,7 +148,7 @@ def _parse_size(text: str) -> int:
             f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
         ) from None
     if value <= 0:
-        raise ConfigError("--max-file-size must be positive")
+        raise ConfigError(f"{option} must be positive")
     return int(value)
 
 
@@ -293,6 +293,7 @@ def search(
         if bad:
             raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
+        _check_query_length(query)
         db_path = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
@@ -305,6 +306,7 @@ def search(
             if query == "-":
                 for line in sys.stdin:
                     if line.strip():
+                        _check_query_length(line.strip())
                         hits = searcher.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
                         sys.stdout.write(json.dumps(search_json(line.strip(), mode, hits)) + "\n")
                         sys.stdout.flush()
@@ -314,6 +316,18 @@ def search(
             sys.stdout.write(json.dumps(search_json(query, mode, hits), indent=2) + "\n")
         else:
             _print_hits(hits)
+
+
+def _check_query_length(query: str) -> None:
+    """The daemon's cap on a query, so that a local search fails the same way (exit 2)."""
+    from gbr.core.errors import ConfigError
+    from gbr.daemon.client import MAX_QUERY_CHARS
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise ConfigError(
+            f"the query is {len(query)} characters long, over the {MAX_QUERY_CHARS} a search "
+            "takes; shorten it"
+        )
 
 
 def _search_through(client: DaemonClient, query: str, body: dict[str, Any], json_out: bool) -> None:
@@ -608,6 +622,18 @@ def serve(
     ] = True,
     include_deps: IncludeDepsOption = False,
     max_file_size: MaxFileSizeOption = "1MB",
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Also answer requests whose Host is NAME (a proxy's name; repeatable; * for "
+            "any). Loopback and --host always are.",
+            metavar="NAME",
+        ),
+    ] = None,
+    max_body: Annotated[
+        str, typer.Option("--max-body", help="Largest request body read (e.g. 8MB).")
+    ] = "8MB",
     debug: DebugOption = False,
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
@@ -645,7 +671,14 @@ def serve(
         def note(message: str) -> None:
             err.print(f"[dim]note: {escape(message)}[/dim]")
 
-        code = run_daemon(config, lambda: _load_model(model_dir), announce, note)
+        code = run_daemon(
+            config,
+            lambda: _load_model(model_dir),
+            announce,
+            note,
+            allow_hosts=allow_host or (),
+            max_body_bytes=_parse_size(max_body, "--max-body"),
+        )
         raise typer.Exit(code)
 
 

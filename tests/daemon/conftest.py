@@ -126,9 +126,11 @@ class RunningDaemon:
 
 
 def start_daemon(
-    root: Path, *args: str, env: dict[str, str], token: str | None = None
+    root: Path, *args: str, env: dict[str, str], token: str | None = None, **popen: Any
 ) -> RunningDaemon:
-    """`gleambrctl serve ROOT --port 0 ARGS`, once its discovery file names it and it answers."""
+    """`gleambrctl serve ROOT --port 0 ARGS`, once its discovery file names it and it answers.
+
+    `popen` goes to subprocess.Popen (a `preexec_fn` that lowers a limit, say)."""
     logs = root.parent / f"{root.name}-daemon-{time.monotonic_ns()}.log"
     with logs.open("wb") as log:
         proc = subprocess.Popen(
@@ -136,6 +138,7 @@ def start_daemon(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
+            **popen,
         )
     db = root / ".gbr" / "index.duckdb"
 

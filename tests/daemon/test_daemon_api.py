@@ -118,7 +118,7 @@ def test_a_body_that_is_not_json_is_a_4xx(daemon: RunningDaemon) -> None:
     )
     assert response.status_code == 422
     assert "not valid JSON" in response.json()["error"]
-    missing = daemon.post("/search")
+    missing = daemon.post("/search", content=b"", headers={"content-type": "application/json"})
     assert missing.status_code == 422 and "missing" in missing.json()["error"]
 
 
@@ -178,7 +178,7 @@ def test_metrics_are_prometheus_text(daemon: RunningDaemon) -> None:
 
 
 def test_index_runs_a_full_pass_and_returns_the_index_summary(daemon: RunningDaemon) -> None:
-    response = daemon.post("/index")
+    response = daemon.post("/index", {})
     assert response.status_code == 200, response.text
     summary = response.json()
     assert summary["files_seen"] == 5 and summary["files_unchanged"] == 5
