@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import copy_small
 from tests.daemon.conftest import (
     CTL,
     HIT_KEYS,
     RunningDaemon,
     clean_env,
     run_ctl,
-    start_daemon,
+    start_small,
 )
 from tests.fake_llm import FakeLlm, Reply
 
@@ -31,20 +30,14 @@ QUESTION = "how do I check that a book number is valid"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
-    base = tmp_path_factory.mktemp("api")
-    root = copy_small(base / "small")
-    env = clean_env(base / "home", **fake.env("groq", KEY))
-    running = start_daemon(root, env=env)
-    running.wait_idle()
-    yield running
-    running.stop()
+    running = start_small(tmp_path_factory.mktemp("api"), fake, KEY)
+    try:
+        running.wait_first_pass()
+        running.wait_idle()
+        yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture

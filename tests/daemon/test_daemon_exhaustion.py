@@ -46,7 +46,7 @@ def test_out_of_descriptors_it_logs_a_few_lines_answers_503_and_recovers(
     root = copy_small(tmp_path / "small")
     daemon = start_daemon(root, env=clean_env(tmp_path / "home"), preexec_fn=lower_fd_limit)
     daemons.append(daemon)
-    wait_until(lambda: daemon.status()["last_batch"], "the first pass", timeout=300)
+    daemon.wait_first_pass()
     port = daemon.info.port
     logged_before = len(daemon.log_text())
     held: list[socket.socket] = []

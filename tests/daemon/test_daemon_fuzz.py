@@ -29,7 +29,7 @@ from gbr.daemon.app import create_app
 from gbr.daemon.gate import HttpPolicy
 from gbr.daemon.service import Daemon, DaemonConfig
 from tests.conftest import copy_small
-from tests.daemon.conftest import PROVIDER_VARS
+from tests.daemon.conftest import PROVIDER_VARS, index_once
 from tests.fake_llm import FakeLlm
 
 KEY = "sk-test-FUZZ-1234567890"
@@ -80,12 +80,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> tu
     base = tmp_path_factory.mktemp("fuzz")
     root = copy_small(base / "small")
     db = base / "index.duckdb"
-    daemon = Daemon(DaemonConfig(root=root, db=db), model)
-    daemon.open()
-    try:
-        daemon.index_all()
-    finally:
-        daemon.close()
+    index_once(root, db, model)
     return root, db
 
 

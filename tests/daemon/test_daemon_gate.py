@@ -25,8 +25,13 @@ from gbr.core.embedder import OnnxEmbedder
 from gbr.core.store import Store
 from gbr.daemon.app import create_app
 from gbr.daemon.service import Daemon, DaemonConfig
-from tests.conftest import copy_small
-from tests.daemon.conftest import RunningDaemon, clean_env, run_ctl, start_daemon, wait_until
+from tests.daemon.conftest import (
+    RunningDaemon,
+    clean_env,
+    index_once,
+    run_ctl,
+    start_small,
+)
 from tests.fake_llm import FakeLlm
 
 KEY = "sk-test-GATE-1234567890"
@@ -36,20 +41,11 @@ JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
     base = tmp_path_factory.mktemp("gate")
-    root = copy_small(base / "small")
-    env = clean_env(base / "home", **fake.env("groq", KEY))
-    running = start_daemon(root, "--allow-host", "proxy.example", "--max-body", "2MB", env=env)
+    running = start_small(base, fake, KEY, "--allow-host", "proxy.example", "--max-body", "2MB")
     try:
-        # Generous: the first pass embeds ~90 chunks, slow on a loaded 2-core machine.
-        wait_until(lambda: running.status()["last_batch"], "the first pass", timeout=300)
+        running.wait_first_pass()
         yield running
     finally:
         running.stop()
@@ -328,12 +324,7 @@ def test_search_during_the_first_pass_says_the_index_is_being_built(
     (the Writer builds it at the end). Before: a 503 telling the user to run `gleambrctl
     index`, which the daemon was already doing."""
     db = tmp_path / "index.duckdb"
-    first = Daemon(DaemonConfig(root=small_example, db=db), model)
-    first.open()
-    try:
-        first.index_all()
-    finally:
-        first.close()
+    index_once(small_example, db, model)
     with Store.open(db) as store:  # the state of a first pass before its end
         store.con.execute("PRAGMA drop_fts_index('chunks')")
     daemon = Daemon(DaemonConfig(root=small_example, db=db), model)
