@@ -109,10 +109,11 @@ class RunningDaemon:
 
     def wait_first_pass(self, timeout: float = 300) -> None:
         """Generous: the first pass embeds every chunk, slow on a loaded 2-core machine."""
-        wait_until(lambda: self.status()["last_batch"], "the first pass", timeout=timeout)
+        wait_until(lambda: self.status()["ready"], "the first pass", timeout=timeout)
 
     def wait_idle(self) -> dict[str, Any]:
         """Until the first pass is done and nothing is queued or running."""
+        self.wait_first_pass()
         return wait_until(
             lambda: (
                 (s := self.status())["ready"]

@@ -33,7 +33,6 @@ QUESTION = "how do I check that a book number is valid"
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
     running = start_small(tmp_path_factory.mktemp("api"), fake, KEY)
     try:
-        running.wait_first_pass()
         running.wait_idle()
         yield running
     finally:
