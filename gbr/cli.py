@@ -180,7 +180,7 @@ def _package_root(path: Path) -> Path:
     return package_root(path)
 
 
-def _parse_size(text: str) -> int:
+def _parse_size(text: str, option: str = "--max-file-size") -> int:
     from gbr.core.errors import ConfigError
 
     units = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
@@ -194,7 +194,7 @@ def _parse_size(text: str) -> int:
             f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
         ) from None
     if value <= 0:
-        raise ConfigError("--max-file-size must be positive")
+        raise ConfigError(f"{option} must be positive")
     return int(value)
 
 
@@ -332,6 +332,7 @@ def search(
         if json_out and vimgrep:
             raise ConfigError("--json and --vimgrep are two output formats; pass one")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
+        _check_query_length(query)
         db_path = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
@@ -345,6 +346,7 @@ def search(
             if query == "-":
                 for line in sys.stdin:
                     if line.strip():
+                        _check_query_length(line.strip())
                         hits = searcher.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
                         data = add_filter_hint(search_json(line.strip(), mode, hits), store, where)
                         sys.stdout.write(json.dumps(stamped(data, root)) + "\n")
@@ -353,6 +355,18 @@ def search(
             hits = searcher.search(query, k, mode, where)  # type: ignore[arg-type]
             data = add_filter_hint(search_json(query, mode, hits), store, where)
         _render_search(stamped(data, root), root, json_out, vimgrep)
+
+
+def _check_query_length(query: str) -> None:
+    """The daemon's cap on a query, so that a local search fails the same way (exit 2)."""
+    from gbr.core.errors import ConfigError
+    from gbr.daemon.client import MAX_QUERY_CHARS
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise ConfigError(
+            f"the query is {len(query)} characters long, over the {MAX_QUERY_CHARS} a search "
+            "takes; shorten it"
+        )
 
 
 def _search_through(
@@ -669,6 +683,18 @@ def serve(
     ] = True,
     include_deps: IncludeDepsOption = False,
     max_file_size: MaxFileSizeOption = "1MB",
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Also answer requests whose Host is NAME (a proxy's name; repeatable; * for "
+            "any). Loopback and --host always are.",
+            metavar="NAME",
+        ),
+    ] = None,
+    max_body: Annotated[
+        str, typer.Option("--max-body", help="Largest request body read (e.g. 8MB).")
+    ] = "8MB",
     debug: DebugOption = False,
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
@@ -706,7 +732,14 @@ def serve(
         def note(message: str) -> None:
             err.print(f"[dim]note: {escape(message)}[/dim]")
 
-        code = run_daemon(config, lambda: _load_model(model_dir), announce, note)
+        code = run_daemon(
+            config,
+            lambda: _load_model(model_dir),
+            announce,
+            note,
+            allow_hosts=allow_host or (),
+            max_body_bytes=_parse_size(max_body, "--max-body"),
+        )
         raise typer.Exit(code)
 
 

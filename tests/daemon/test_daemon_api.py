@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import copy_small
 from tests.daemon.conftest import (
     CTL,
     HIT_KEYS,
     RunningDaemon,
     clean_env,
     run_ctl,
-    start_daemon,
+    start_small,
 )
 from tests.fake_llm import FakeLlm, Reply
 
@@ -31,20 +30,13 @@ QUESTION = "how do I check that a book number is valid"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
-    base = tmp_path_factory.mktemp("api")
-    root = copy_small(base / "small")
-    env = clean_env(base / "home", **fake.env("groq", KEY))
-    running = start_daemon(root, env=env)
-    running.wait_idle()
-    yield running
-    running.stop()
+    running = start_small(tmp_path_factory.mktemp("api"), fake, KEY)
+    try:
+        running.wait_idle()
+        yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture
@@ -132,7 +124,7 @@ def test_a_body_that_is_not_json_is_a_4xx(daemon: RunningDaemon) -> None:
     )
     assert response.status_code == 422
     assert "not valid JSON" in response.json()["error"]
-    missing = daemon.post("/search")
+    missing = daemon.post("/search", content=b"", headers={"content-type": "application/json"})
     assert missing.status_code == 422 and "missing" in missing.json()["error"]
 
 
@@ -192,7 +184,7 @@ def test_metrics_are_prometheus_text(daemon: RunningDaemon) -> None:
 
 
 def test_index_runs_a_full_pass_and_returns_the_index_summary(daemon: RunningDaemon) -> None:
-    response = daemon.post("/index")
+    response = daemon.post("/index", {})
     assert response.status_code == 200, response.text
     summary = response.json()
     assert summary["files_seen"] == 5 and summary["files_unchanged"] == 5
