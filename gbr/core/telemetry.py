@@ -58,7 +58,7 @@ class _State:
     def __init__(self) -> None:
         self.key: tuple[Path | None, bool] | None = None
         self.handle: TextIO | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a warning may log
 
 
 _state = _State()

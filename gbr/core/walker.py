@@ -204,9 +204,6 @@ def _walk_dir(
             is_dir = False
         if not is_dir and not entry.name.endswith(".gleam"):
             continue
-        if not _decodable(entry.name):
-            yield _undecodable(_rel(path, root), is_dir)
-            continue
         if is_dir:
             if scope is not None and not scope.enters(_rel(path, root)):
                 continue
@@ -216,8 +213,8 @@ def _walk_dir(
                 continue
             if _ignored(path, True, specs):
                 continue
-            if not options.follow_outside_links and (leaves := _leaves(entry, root)):
-                yield leaves
+            if skipped := _skipped(entry, root, is_dir, options):
+                yield skipped
                 continue
             yield from _walk_dir(path, root, specs, package, options, seen, scope)
         else:
@@ -225,10 +222,21 @@ def _walk_dir(
                 continue
             if _ignored(path, False, specs):
                 continue
-            if not options.follow_outside_links and (leaves := _leaves(entry, root)):
-                yield leaves
+            if skipped := _skipped(entry, root, is_dir, options):
+                yield skipped
                 continue
             yield FoundFile(path, _rel(path, root), _module_of(path, package), package.name)
+
+
+def _skipped(
+    entry: os.DirEntry[str], root: Path, is_dir: bool, options: WalkOptions
+) -> FileProblem | None:
+    """Why a folder or file that would be walked is skipped instead, if it is."""
+    if not _decodable(entry.name):
+        return _undecodable(_rel(Path(entry.path), root), is_dir)
+    if options.follow_outside_links:
+        return None
+    return _leaves(entry, root)
 
 
 def _decodable(name: str) -> bool:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 
+from gbr.core.records import FileProblem
+from gbr.core.walker import FoundFile, walk
 from tests.conftest import copy_small
 from tests.faults.files_faults_helpers import ctl, index_json
 
@@ -101,3 +104,21 @@ def test_symlinks_out_of_the_package_are_not_followed_and_leave_no_trace(tmp_pat
     found = ctl("search", "far_away_marker", "--mode", "bm25", "--json", "--db", str(db), home=root)
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["results"][0]["path"] == "src/linked/far.gleam"
+
+
+def test_an_undecodable_folder_is_one_problem_and_an_ignored_name_is_silent(
+    make_package: Callable[[dict[str, str | bytes]], Path],
+) -> None:
+    root = make_package({"src/ok.gleam": "", ".gitignore": "ignored_*\n"})
+    src = os.fsencode(root / "src")
+    os.makedirs(os.path.join(src, b"dir\xfe"))
+    for name in (b"dir\xfe/inner.gleam", b"ignored_\xff.gleam"):
+        with open(os.path.join(src, name), "wb") as handle:
+            handle.write(b"pub fn x() { 1 }\n")
+
+    items = list(walk(root))
+
+    assert [i.path for i in items if isinstance(i, FoundFile)] == ["src/ok.gleam"]
+    [problem] = [i for i in items if isinstance(i, FileProblem)]
+    assert (problem.path, problem.kind) == ("src/dir\\xfe", "undecodable_name")
+    assert "its files are skipped" in problem.reason
