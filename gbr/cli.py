@@ -118,15 +118,11 @@ def _warn(message: str) -> None:
 
 
 def _telemetry(db: Path, echo: bool = False) -> None:
-    """Events beside the index when that is a plain file in a writable folder; otherwise
-    one warning, and the command goes on without them."""
+    """Events beside the index when that is a plain file in a writable folder; when the
+    folder or file cannot take them, one warning, and the command goes on without them."""
     from gbr.core import telemetry
 
-    events = telemetry.events_beside(db)
-    if events is None:
-        telemetry.not_recorded(f"{db} is not a regular file", warn=_warn)
-    else:
-        telemetry.configure(events, echo=echo, warn=_warn)
+    telemetry.configure(telemetry.events_beside(db), echo=echo, warn=_warn)
 
 
 def _load_model(model_dir: Path | None) -> OnnxEmbedder:
@@ -288,8 +284,8 @@ def _set_aside_if_needed(db: Path, rebuild: bool) -> None:
     aside = set_aside(db, "corrupt" if bad is not None else "old")
     if bad is not None:
         err.print(
-            f"[yellow]the index {escape(str(db))} could not be read; kept it as "
-            f"{escape(aside.name)} and rebuilding it from the source tree[/yellow]"
+            f"[yellow]the index {escape(str(db))} could not be read ({escape(bad.detail)}); "
+            f"kept it as {escape(aside.name)} and rebuilding it from the source tree[/yellow]"
         )
     else:
         err.print(f"[dim]kept the old index as {escape(aside.name)}; rebuilding it[/dim]")

@@ -36,6 +36,10 @@ class StoreError(GbrError):
 class IndexCorruptError(StoreError):
     """The index file is damaged (bad checksum, header or length); a rebuild recreates it."""
 
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail  # what is wrong with the file, without the fix
+
 
 class IndexEmptyError(GbrError):
     """A query against an index that holds nothing yet."""

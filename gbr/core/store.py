@@ -761,7 +761,8 @@ def damaged(exc: BaseException, path: Path) -> IndexCorruptError | None:
                 what = detail.format(*found.groups())
                 return IndexCorruptError(
                     f"the index {path} is damaged ({what}); run `{rebuild_command(path)}` "
-                    "to recreate it from the source tree (the damaged file is kept aside)"
+                    "to recreate it from the source tree (the damaged file is kept aside)",
+                    detail=what,
                 )
         seen = seen.__cause__ or seen.__context__
     return None

@@ -66,7 +66,8 @@ _state = _State()
 
 def events_beside(db: Path) -> Path | None:
     """Where the events of an index go: beside it, unless the "index" is not a plain file
-    (`--db /dev/null` must not make a `/dev/events.jsonl`)."""
+    (`--db /dev/null` must not make a `/dev/events.jsonl`; opening it fails with its own
+    one-line error anyway)."""
     try:
         mode = db.stat().st_mode
     except FileNotFoundError:
@@ -105,12 +106,6 @@ def configure(
         logger_factory=lambda *args: sink,
         cache_logger_on_first_use=False,
     )
-
-
-def not_recorded(reason: str, warn: Warn | None = None) -> None:
-    """Configure no events file, saying why once (an index that is not a plain file)."""
-    (warn or _stderr_line)(f"telemetry events are not recorded: {reason}")
-    configure(None, echo=False, warn=warn)
 
 
 def _open_events(path: Path, warn: Warn) -> TextIO | None:

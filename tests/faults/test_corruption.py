@@ -50,6 +50,11 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "truncated": truncated,
     "zeroed_header": zeroed_header,
 }
+SAID = {
+    "garbage_in_the_middle": "checksum mismatch in block at location",
+    "truncated": "the file is shorter than it should be",
+    "zeroed_header": "not a valid DuckDB database file",
+}
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
@@ -71,14 +76,14 @@ def test_a_damaged_index_is_one_line_everywhere_and_index_rebuilds_it(
         commands.append(("status",))
     for args in commands:
         line = one_error_line(ctl(*args, cwd=package, home=home))
-        assert f"the index {db} is damaged" in line, args
+        assert f"the index {db} is damaged ({SAID[damage]}" in line, args
         assert fix in line, args
 
     summary, stderr = index_json(package, home=home)
 
     [aside] = list(db.parent.glob("index.duckdb.corrupt-*"))
     assert aside.read_bytes() == damaged_bytes  # kept as it was, for a post-mortem
-    assert "could not be read" in stderr and aside.name in stderr
+    assert f"could not be read ({SAID[damage]}" in stderr and aside.name in stderr
     assert "Traceback" not in stderr
     assert summary["files_indexed"] == 5 and summary["files_unchanged"] == 0
     found = ctl("search", "isbn", "--mode", "bm25", "--json", cwd=package, home=home)
