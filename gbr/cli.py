@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,6 +21,7 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from gbr.actors.coordinator import Progress
     from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary
     from gbr.daemon.client import DaemonClient
     from gbr.daemon.discovery import DaemonInfo
@@ -37,10 +38,11 @@ app = typer.Typer(
     # panels show one), no boxes to break when piped, and `[default: ...]` read literally.
     rich_markup_mode=None,
 )
-# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns;
-# on stderr too, so an error is one line for the script or log that reads it.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns (an
+# error is one line). emoji off: file names and reasons are the user's text, and `:x:` in
+# one must print as written; markup in them is escaped where they are printed.
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 T = TypeVar("T")
 
 DbOption = Annotated[
@@ -91,18 +93,31 @@ MaxFileSizeOption = Annotated[
 ]
 
 
+class _Command:
+    """What a command's error handler needs to know: the index file it reads, once known."""
+
+    db: Path | None = None
+
+
 @contextmanager
-def _errors(debug: bool) -> Iterator[None]:
-    """Every GbrError becomes one line on stderr and its exit code; tracebacks only with --debug."""
+def _errors(debug: bool) -> Iterator[_Command]:
+    """Every GbrError becomes one line on stderr and its exit code; tracebacks only with --debug.
+
+    A DuckDB error that says the index file is damaged (found mid-query, by a block's
+    checksum) is one such line too, naming the file and the rebuild that fixes it.
+    """
     from gbr.core.errors import GbrError
 
+    command = _Command()
     try:
-        yield
+        yield command
     except GbrError as exc:
-        if debug:
-            err.print_exception()
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(exc.exit_code) from None
+        _fail(exc, debug)
+    except Exception as exc:
+        bad = _damage(exc, command.db)
+        if bad is None:
+            raise
+        _fail(bad, debug)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]; finished files are kept in the index")
         raise typer.Exit(130) from None
@@ -126,6 +141,33 @@ def _main(
     ] = False,
 ) -> None:
     """Index a Gleam package locally and search it by meaning and by name."""
+
+
+def _fail(exc: GbrError, debug: bool) -> NoReturn:
+    if debug:
+        err.print_exception()
+    err.print(f"[red]error:[/red] {escape(str(exc))}")
+    raise typer.Exit(exc.exit_code) from None
+
+
+def _damage(exc: Exception, db: Path | None) -> GbrError | None:
+    if db is None:
+        return None
+    from gbr.core.store import damaged
+
+    return damaged(exc, db)
+
+
+def _warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def _telemetry(db: Path, echo: bool = False) -> None:
+    """Events beside the index when that is a plain file in a writable folder; when the
+    folder or file cannot take them, one warning, and the command goes on without them."""
+    from gbr.core import telemetry
+
+    telemetry.configure(telemetry.events_beside(db), echo=echo, warn=_warn)
 
 
 def _load_model(model_dir: Path | None) -> OnnxEmbedder:
@@ -212,26 +254,48 @@ def index(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Echo telemetry events to stderr.")
     ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild", help="Recreate the index from the source tree; the old file is kept aside."
+        ),
+    ] = False,
+    follow_outside_links: Annotated[
+        bool,
+        typer.Option(
+            "--follow-outside-links", help="Follow symlinks that lead out of PATH (off: skipped)."
+        ),
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
-    """Index the .gleam files under PATH (incremental: unchanged files cost one hash)."""
-    with _errors(debug):
+    """Index the .gleam files under PATH (incremental: unchanged files cost one hash).
+
+    A damaged index file is found before the run, kept aside and rebuilt from the source.
+    """
+    with _errors(debug) as command:
         from gbr.actors.pipeline import IndexOptions, default_db, run_index
-        from gbr.core import telemetry
+        from gbr.core.store import prepare_folder
 
         root = _package_root(path)
         db_path = db or default_db(root)
-        telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
+        command.db = db_path
+        prepare_folder(db_path)
+        _telemetry(db_path, echo=verbose)
         options = IndexOptions(
             root=root,
             db=db_path,
             include_deps=include_deps,
             max_bytes=_parse_size(max_file_size),
+            follow_outside_links=follow_outside_links,
         )
         client = _daemon_client(db_path)
         if client is not None:
+            if rebuild:
+                client.close()
+                raise _daemon_in_the_way(client.info, db_path)
             summary = _index_through(client, root, db_path, quiet=json_out)
         else:
+            _set_aside_if_needed(db_path, rebuild)
             model = _load_model(model_dir)
             show_bar = not json_out and err.is_terminal
             with _progress_bar(show_bar) as on_progress:
@@ -244,6 +308,34 @@ def index(
             _print_summary(summary)
         if strict and summary.files_dropped:
             raise typer.Exit(1)
+
+
+def _daemon_in_the_way(info: DaemonInfo, db: Path) -> GbrError:
+    from gbr.core.errors import DaemonError
+
+    return DaemonError(
+        f"the daemon (pid {info.pid}) serves {db}; stop it (Ctrl-C, or kill {info.pid}) "
+        "before --rebuild"
+    )
+
+
+def _set_aside_if_needed(db: Path, rebuild: bool) -> None:
+    """Before a run: with --rebuild, or when the file is damaged, move it aside (one line)."""
+    from gbr.core.store import check_index, set_aside
+
+    if not db.exists():
+        return
+    bad = check_index(db)
+    if bad is None and not rebuild:
+        return
+    aside = set_aside(db, "corrupt" if bad is not None else "old")
+    if bad is not None:
+        err.print(
+            f"[yellow]the index {escape(str(db))} could not be read ({escape(bad.detail)}); "
+            f"kept it as {escape(aside.name)} and rebuilding it from the source tree[/yellow]"
+        )
+    else:
+        err.print(f"[dim]kept the old index as {escape(aside.name)}; rebuilding it[/dim]")
 
 
 def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> IndexSummary:
@@ -317,7 +409,7 @@ def search(
     debug: DebugOption = False,
 ) -> None:
     """Search the index: dense vectors and BM25, fused (see --mode for what the score means)."""
-    with _errors(debug):
+    with _errors(debug) as command:
         from gbr.cli_output import stamped
         from gbr.core.errors import ConfigError
         from gbr.core.filter_hint import add_filter_hint
@@ -333,7 +425,7 @@ def search(
             raise ConfigError("--json and --vimgrep are two output formats; pass one")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
         _check_query_length(query)
-        db_path = _find_db(db)
+        db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
             body = {"k": k, "mode": mode, "path": in_path, "module": module, "kinds": kind or []}
@@ -458,12 +550,12 @@ def ask(
     debug: DebugOption = False,
 ) -> None:
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
-    with _errors(debug):
+    with _errors(debug) as command:
         from gbr.core.oracle import AskOptions
         from gbr.local_index import LocalIndex, LocalSettings
 
         options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
-        db_path = _find_db(db)
+        db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
             from gbr.daemon.client import ask_body
@@ -611,10 +703,10 @@ def status(
     debug: DebugOption = False,
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
-    with _errors(debug):
+    with _errors(debug) as command:
         from gbr.core.store import Store, status_report
 
-        db_path = _find_db(db)
+        db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
             with client:
@@ -636,7 +728,10 @@ def status(
             )
         out.print(f"index  {escape(report['db'])} ({report['db_bytes'] / 1e6:.1f} MB)")
         out.print(f"root   {escape(str(report['root']))}")
-        out.print(f"model  {report['model_id']} (chunker v{report['chunker_version']})")
+        out.print(
+            f"model  {escape(str(report['model_id']))} "
+            f"(chunker v{escape(str(report['chunker_version']))})"
+        )
         out.print(
             f"files  {report['files_ok']} indexed, {report['files_failed']} dropped; "
             f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
@@ -701,7 +796,6 @@ def serve(
     with _errors(debug):
         from gbr.actors.faults import parse_faults
         from gbr.actors.pipeline import default_db
-        from gbr.core import telemetry
         from gbr.core.errors import ConfigError
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
@@ -712,7 +806,7 @@ def serve(
             faults = parse_faults(os.environ.get("GBR_FAULTS"))
         except ValueError as exc:
             raise ConfigError(f"GBR_FAULTS: {exc}") from None
-        telemetry.configure(db_path.parent / "events.jsonl", echo=json_logs)
+        _telemetry(db_path, echo=json_logs)
         config = DaemonConfig(
             root=root,
             db=db_path,
@@ -759,14 +853,13 @@ def mcp(
     """
     with _errors(debug):
         from gbr.actors.pipeline import default_db
-        from gbr.core import telemetry
         from gbr.local_index import LocalIndex, LocalSettings
         from gbr.mcp.backends import IndexChooser
         from gbr.mcp.server import run_stdio
 
         root = _package_root(path)
         db_path = (db or default_db(root)).resolve()
-        telemetry.configure(db_path.parent / "events.jsonl")  # stdout carries the protocol
+        _telemetry(db_path)  # never echoed: stdout carries the protocol
         settings = LocalSettings(root, db_path, include_deps, _parse_size(max_file_size))
         local = LocalIndex(settings, lambda: _load_model(model_dir))
         run_stdio(IndexChooser(local, on_stale=_note_stale))

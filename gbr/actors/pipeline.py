@@ -32,6 +32,7 @@ class IndexOptions:
     db: Path
     include_deps: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
+    follow_outside_links: bool = False
     parsers: int = 2
     in_flight: int = 64  # files between the walker and the writer at once
     batch_chunks: int = 256  # chunks the embedder gathers across files before it sorts and runs
@@ -156,7 +157,10 @@ def run_index(
                 "walker",
                 root=root,
                 options=WalkOptions(
-                    include_deps=options.include_deps, max_bytes=options.max_bytes, only=only
+                    include_deps=options.include_deps,
+                    max_bytes=options.max_bytes,
+                    only=only,
+                    follow_outside_links=options.follow_outside_links,
                 ),
                 states=states,
                 parsers=parsers,

@@ -3,6 +3,7 @@
 GbrError                 every error gbr raises on purpose; its message ends with the fix
 ├── ConfigError          a bad option, path or model location
 ├── StoreError           the DuckDB file cannot be opened, read or written
+│   └── IndexCorruptError  the file is damaged; `gleambrctl index --rebuild` recreates it
 ├── IndexEmptyError      a query against an index that holds nothing yet
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
@@ -30,6 +31,14 @@ class ConfigError(GbrError):
 
 class StoreError(GbrError):
     """The DuckDB file cannot be opened, read or written."""
+
+
+class IndexCorruptError(StoreError):
+    """The index file is damaged (bad checksum, header or length); a rebuild recreates it."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail  # what is wrong with the file, without the fix
 
 
 class IndexEmptyError(GbrError):
