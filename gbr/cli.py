@@ -158,7 +158,8 @@ def index(
     db: DbOption = None,
     json_out: JsonOption = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 when any file was dropped.")
+        bool,
+        typer.Option("--strict", help="Exit 1 when any file was dropped or only partly parsed."),
     ] = False,
     include_deps: IncludeDepsOption = False,
     max_file_size: MaxFileSizeOption = "1MB",
@@ -194,8 +195,13 @@ def index(
             out.print_json(json.dumps(summary.as_dict()))
         else:
             _print_summary(summary)
-        if strict and summary.files_dropped:
-            raise typer.Exit(1)
+        if strict and (summary.files_dropped or summary.files_partial):
+            from gbr.core.errors import GbrError
+
+            raise GbrError(
+                f"--strict: {summary.files_dropped} files dropped, {summary.files_partial} "
+                "only partly parsed; fix the files listed above, or index without --strict"
+            )
 
 
 def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> IndexSummary:
@@ -258,6 +264,8 @@ def _print_summary(s: IndexSummary) -> None:
         out.print(f"[yellow]{s.restarts} actor restarts, {s.dead_letters} dead letters[/yellow]")
     for problem in s.dropped:
         out.print(f"  [red]dropped[/red] {escape(problem.path)}: {escape(problem.reason)}")
+    for problem in s.partial:
+        out.print(f"  [yellow]partial[/yellow] {escape(problem.path)}: {escape(problem.reason)}")
     out.print(f"index: {escape(s.db)}")
 
 
@@ -563,7 +571,8 @@ def status(
         out.print(f"root   {escape(str(report['root']))}")
         out.print(f"model  {report['model_id']} (chunker v{report['chunker_version']})")
         out.print(
-            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped; "
+            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped, "
+            f"{report.get('files_partial', 0)} partial; "
             f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
         )
         last = report["last_run"]
@@ -576,6 +585,11 @@ def status(
             stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
             out.print(
                 f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}{stale}"
+            )
+        for item in report.get("partial", []):
+            stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
+            out.print(
+                f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
 
 

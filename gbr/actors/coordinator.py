@@ -64,6 +64,9 @@ class CoordinatorActor(pykka.ThreadingActor):
             s.chunks += done.chunks
             s.chunks_embedded += done.embedded
             s.chunks_cached += done.cached
+            if done.problem is not None:  # indexed in part: some definitions did not parse
+                s.files_partial += 1
+                s.partial.append(done.problem)
         elif done.outcome == "unchanged":
             s.files_unchanged += 1
         elif done.outcome == "removed":

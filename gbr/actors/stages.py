@@ -27,7 +27,7 @@ from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.indexing import embed_chunks
-from gbr.core.records import FileProblem
+from gbr.core.records import FileProblem, PartialFile
 from gbr.core.store import FileState, Store
 from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
@@ -44,9 +44,14 @@ class _Stage(SupervisedActor):
         return super().on_receive(message)
 
 
-def log_problem(problem: FileProblem) -> None:
-    """The structured event for a dropped file; `parse_failed` carries where and what."""
-    event = "parse_failed" if problem.kind == "parse_failed" else "file_dropped"
+def log_problem(problem: FileProblem, **extra: Any) -> None:
+    """The structured event for a dropped or partial file, with where and what.
+
+    `parse_partial` also lists the line ranges left out, so no line is lost unsaid.
+    """
+    event = problem.kind if problem.kind in ("parse_failed", "parse_partial") else "file_dropped"
+    if problem.dropped_lines:
+        extra["dropped_lines"] = [list(r) for r in problem.dropped_lines]
     log().warning(
         event,
         file=problem.path,
@@ -55,6 +60,7 @@ def log_problem(problem: FileProblem) -> None:
         column=problem.column,
         excerpt=problem.excerpt,
         reason=problem.reason,
+        **extra,
     )
 
 
@@ -151,6 +157,8 @@ class ParserActor(_Stage):
             result = chunk_file(message.source, self.parser, self.count_tokens, self.limits)
             if isinstance(result, FileProblem):
                 self.writer.tell(FileFailed(result, message.source))
+            elif isinstance(result, PartialFile):
+                self.embedder.tell(FileParsed(message.source, result.chunks, result.problem))
             else:
                 self.embedder.tell(FileParsed(message.source, tuple(result)))
 
@@ -216,7 +224,9 @@ class EmbedderActor(_Stage):
             hits = sum(cached[offset:end])
             mine = tuple(stored[offset:end])
             offset = end
-            self.writer.tell(FileEmbedded(parsed.source, mine, len(mine) - hits, hits))
+            self.writer.tell(
+                FileEmbedded(parsed.source, mine, len(mine) - hits, hits, parsed.partial)
+            )
 
 
 class WriterActor(_Stage):
@@ -259,7 +269,9 @@ class WriterActor(_Stage):
             store.mark_fulltext_stale()
             self._flagged = True
         if isinstance(message, FileEmbedded):
-            store.replace_file(message.source, message.chunks)
+            kept = store.replace_file(message.source, message.chunks, message.partial)
+            if message.partial is not None:
+                log_problem(message.partial, chunks=len(message.chunks), stale_chunks_kept=kept)
             self._done(
                 FileDone(
                     message.path,
@@ -267,6 +279,7 @@ class WriterActor(_Stage):
                     chunks=len(message.chunks),
                     embedded=message.embedded,
                     cached=message.cached,
+                    problem=message.partial,
                 )
             )
         elif isinstance(message, FileFailed):
