@@ -135,7 +135,8 @@ def _partial(
     problem: FileProblem, chunks: tuple[Chunk, ...], dropped: tuple[tuple[int, int], ...]
 ) -> PartialFile:
     lines = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in dropped)
-    reason = f"{problem.reason}; lines {lines} not indexed, the rest is"
+    plural = "s" if len(dropped) > 1 or dropped[0][1] > dropped[0][0] else ""
+    reason = f"{problem.reason}; line{plural} {lines} not indexed, the rest is"
     return PartialFile(
         chunks,
         replace(problem, kind="parse_partial", reason=reason, dropped_lines=dropped),
