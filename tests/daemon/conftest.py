@@ -104,7 +104,7 @@ class RunningDaemon:
             assert response.headers["content-type"].startswith("text/event-stream")
             return [(e.event, json.loads(e.data)) for e in iter_sse(response.iter_text())]
 
-    def wait_idle(self) -> dict[str, Any]:
+    def wait_idle(self, timeout: float = DEADLINE) -> dict[str, Any]:
         """Until the first pass is done and nothing is queued or running."""
         return wait_until(
             lambda: (
@@ -114,6 +114,7 @@ class RunningDaemon:
                 and s
             ),
             "the daemon to be idle",
+            timeout,
         )
 
     def log_text(self) -> str:
