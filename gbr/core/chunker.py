@@ -26,6 +26,7 @@ from gbr.core.parse_damage import (
     is_damaged,
     is_type_variable_gap,
     line_ranges,
+    parsed_alone,
 )
 from gbr.core.records import Chunk, ChunkKind, FileProblem, PartialFile, SourceFile, Visibility
 
@@ -112,6 +113,9 @@ def chunk_file(
     root = parser.parse(content).root_node
     nodes = _top_level(root)
     bad = [n for n in nodes if n.type not in _TOP_LEVEL or is_damaged(n)]
+    if bad:  # a definition damaged only by recovery from an error elsewhere is kept
+        nodes = [_intact(parser, content, n) if n in bad else n for n in nodes]
+        bad = [n for n in nodes if n.type not in _TOP_LEVEL or is_damaged(n)]
     if root.has_error and not bad and not any(is_type_variable_gap(n) for n in nodes):
         bad = nodes  # an error outside every top-level node: nothing can be trusted
     if not bad:
@@ -122,6 +126,12 @@ def chunk_file(
     if not any(c.kind != "module" for c in chunks):
         return problem  # no definition survived: the file is dropped whole
     return _partial(problem, chunks, line_ranges(nodes, dropped))
+
+
+def _intact(parser: Parser, content: bytes, node: Node) -> Node:
+    if node.type not in _DEFINITIONS or node.is_error:
+        return node
+    return parsed_alone(parser, content, node) or node
 
 
 def _first_problem(path: str, text: str, src: _Text, bad: Node) -> FileProblem:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tree_sitter import Node
+from tree_sitter import Node, Parser, Range
 
 # What the recovery wraps for a type variable in a constant's annotation: `a` or `a,`.
 _TYPE_VARIABLE_TOKENS = {"identifier", ","}
@@ -45,6 +45,33 @@ def is_type_variable_gap(node: Node) -> bool:
         and all(c.type in _TYPE_VARIABLE_TOKENS and not c.has_error for c in e.children)
         for e in errors
     )
+
+
+def parsed_alone(parser: Parser, content: bytes, node: Node) -> Node | None:
+    """The node parsed again on its own, when that parse is intact; None otherwise.
+
+    tree-sitter's recovery from one broken function can leave ERROR nodes in later,
+    valid ones (seen on a real edit: `member.status` read as an error three functions
+    further down). Parsing just the node's range gives it back whole, with the same
+    absolute positions, so only the definitions that are broken in themselves are lost.
+    """
+    saved = parser.included_ranges
+    try:
+        parser.included_ranges = [
+            Range(node.start_point, node.end_point, node.start_byte, node.end_byte)
+        ]
+        alone = parser.parse(content).root_node.children
+    finally:
+        parser.included_ranges = saved
+    if len(alone) != 1:
+        return None
+    again = alone[0]
+    same = (again.type, again.start_byte, again.end_byte) == (
+        node.type,
+        node.start_byte,
+        node.end_byte,
+    )
+    return again if same and not is_damaged(again) else None
 
 
 def _errors_below(node: Node) -> list[Node]:

@@ -11,6 +11,7 @@ from tree_sitter import Parser
 from gbr.core.chunker import chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.records import Chunk, FileProblem, PartialFile
+from tests.conftest import EXAMPLE
 from tests.core.test_chunker import source_file
 
 
@@ -212,3 +213,29 @@ def test_a_file_whose_only_definition_is_broken_is_dropped_whole(
     assert result.kind == "parse_failed"
     assert (result.line, result.column) == (4, 5)
     assert result.dropped_lines == ()
+
+
+def test_recovery_damage_to_valid_neighbours_does_not_lose_them(
+    parser: Parser, model: OnnxEmbedder
+) -> None:
+    # A real edit: in member.gleam, this half-typed function makes tree-sitter's recovery
+    # put ERROR nodes into three valid functions further down (`member.status` and the
+    # like). Parsed on their own they are intact, and they are kept.
+    good = (EXAMPLE / "src/bookshelf/member.gleam").read_text()
+    at = good.index("/// Decide whether the member may take out a new loan")
+    half = "pub fn half_typed(member: Member) -> Int {\n  let fines = [1, 2,, 3]\n  0\n}\n\n"
+    edited = good[:at] + half + good[at:]
+    damaged = [n for n in parser.parse(edited.encode()).root_node.children if n.has_error]
+    assert len(damaged) > 1  # the grammar's recovery, which this test is about
+    clean = run(parser, model, good)
+    assert isinstance(clean, list)
+    result = partial(parser, model, edited)
+    row = good[:at].count("\n") + 1
+    assert result.problem.dropped_lines == ((row, row + 3),)
+    shift = half.count("\n")
+    moved = [
+        (c.name, c.start_line - shift if c.start_line > row else c.start_line)
+        for c in result.chunks
+    ]
+    assert moved == [(c.name, c.start_line) for c in clean]
+    assert_no_line_lost(edited, result)

@@ -22,6 +22,7 @@ from tests.daemon.conftest import RunningDaemon, clean_env, run_ctl, start_daemo
 MEMBER = "src/bookshelf/member.gleam"
 DRAFTS = "src/bookshelf/drafts.gleam"
 HALF_TYPED = "pub fn half_typed(member: Member) -> Int {\n  let fines = [1, 2,, 3]\n  0\n}\n\n"
+CAN_BORROW_DOC = "/// Decide whether the member may take out a new loan"
 NEW_HELPER = "\npub fn brand_new_helper() -> Int {\n  7\n}\n"
 # Generous: a first pass embeds with the real model on a shared, busy machine.
 PATIENCE = 180.0
@@ -56,8 +57,8 @@ def test_a_file_broken_mid_edit_keeps_its_last_good_version(daemon: RunningDaemo
     good = member.read_text()
     before = daemon.search("loan limit borrow", mode="bm25", path=MEMBER, k=50)
     assert before["results"]
-    # A half-typed function above `can_borrow`, and a finished new one at the end.
-    at = good.index("pub fn can_borrow(")
+    # A half-typed function above `can_borrow` (and its doc), a finished new one at the end.
+    at = good.index(CAN_BORROW_DOC)
     member.write_text(good[:at] + HALF_TYPED + good[at:] + NEW_HELPER)
 
     item = wait_until(
@@ -98,8 +99,7 @@ def test_a_new_file_that_parses_in_part_gives_its_intact_definitions(
     )
     assert item["chunks"] == 3 and item["stale_chunks"] == 0
     assert "lines 10-14 not indexed" in item["error"]
-    found = daemon.search("number", path=DRAFTS, k=20)["results"]
-    assert {r["name"] for r in found} == {"bookshelf/drafts", "first", "last"}
+    assert names_in(daemon, "int", DRAFTS) == {"bookshelf/drafts", "first", "last"}
 
     env = clean_env(tmp_path / "home")
     status = run_ctl("status", cwd=daemon.root, env=env)
