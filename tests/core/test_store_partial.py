@@ -80,3 +80,20 @@ def test_a_dropped_file_s_kept_version_is_still_kept_when_it_turns_partial(
     assert store.mark_failed(failed, source("pub fn oops( {\n")) == 2
     assert put(store, BROKEN, model) == 2  # the last good version, not the partial one
     assert names(store) == ["increment", "decrement"] and stale_count(store) == 2
+
+
+def test_the_mcp_and_chat_status_texts_list_partial_files(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    from rich.console import Console
+
+    from gbr.chat.render import status as chat_status
+    from gbr.mcp.server import _status_text
+
+    put(store, BROKEN, model)
+    report = status_report(store)
+    line = next(x for x in _status_text(report, "in-process").splitlines() if "calc" in x)
+    assert line.startswith("partial src/calc.gleam: syntax error at line 7")
+    console = Console(width=300, record=True, color_system=None)
+    chat_status(console, {**report, "root": "/pkg", "indexed": True}, [])
+    assert "partial src/calc.gleam: syntax error at line 7" in console.export_text()
