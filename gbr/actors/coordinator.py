@@ -64,9 +64,6 @@ class CoordinatorActor(pykka.ThreadingActor):
             s.chunks += done.chunks
             s.chunks_embedded += done.embedded
             s.chunks_cached += done.cached
-            if done.problem is not None:  # indexed in part: some definitions did not parse
-                s.files_partial += 1
-                s.partial.append(done.problem)
         elif done.outcome == "unchanged":
             s.files_unchanged += 1
         elif done.outcome == "removed":
@@ -74,6 +71,9 @@ class CoordinatorActor(pykka.ThreadingActor):
         elif done.outcome == "dropped" and done.problem is not None:
             s.files_dropped += 1
             s.dropped.append(done.problem)
+        if done.outcome in ("indexed", "unchanged") and done.problem is not None:
+            s.files_partial += 1  # indexed in part: some definitions did not parse
+            s.partial.append(done.problem)
 
     def _report(self) -> None:
         if self.progress is None:

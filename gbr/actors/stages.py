@@ -110,10 +110,16 @@ class WalkerActor(_Stage):
             state = self.states.get(source.path)
             if (
                 state is not None
-                and state.status == "ok"
+                and state.status in ("ok", "partial")
                 and state.content_hash == source.content_hash
             ):
-                self.coordinator.tell(FileDone(source.path, "unchanged"))
+                # An unchanged partial file is still partial: the summary says so again.
+                partial = (
+                    FileProblem(source.path, state.error, "parse_partial")
+                    if state.status == "partial"
+                    else None
+                )
+                self.coordinator.tell(FileDone(source.path, "unchanged", problem=partial))
                 continue
             self._send(self.parsers[turn % len(self.parsers)], FileFound(source))
             turn += 1

@@ -60,7 +60,8 @@ class StoredChunk:
 @dataclass(frozen=True, slots=True)
 class FileState:
     content_hash: str
-    status: str  # ok | failed
+    status: str  # ok | failed | partial
+    error: str = ""  # why, for a failed or partial file
 
 
 def _set_up(con: duckdb.DuckDBPyConnection) -> None:
@@ -492,8 +493,8 @@ class Store:
     def file_states(self) -> dict[str, FileState]:
         if not self._has_table("files"):
             return {}
-        rows = self.con.execute("SELECT path, content_hash, status FROM files").fetchall()
-        return {p: FileState(h or "", s) for p, h, s in rows}
+        rows = self.con.execute("SELECT path, content_hash, status, error FROM files").fetchall()
+        return {p: FileState(h or "", s, e or "") for p, h, s, e in rows}
 
     def cached_vectors(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already stored for these embedded texts, so they need no model run."""

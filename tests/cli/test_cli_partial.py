@@ -78,6 +78,14 @@ def test_strict_fails_on_a_partial_file_with_one_line(package: Path) -> None:
     ]
     assert f"partial {NUMBERS}" in result.stdout  # the summary names the file
 
+    # Nothing changed: the file is not parsed again, and it is still partial.
+    again = run("index", str(package), "--strict", "--json")
+    assert again.returncode == 1
+    summary = json.loads(again.stdout)
+    assert summary["files_unchanged"] == 2 and summary["files_indexed"] == 0
+    assert summary["files_partial"] == 1 and summary["partial"][0]["path"] == NUMBERS
+    assert "lines 10-14 not indexed" in summary["partial"][0]["reason"]
+
     # Fixed, the same run passes: nothing is partial any more.
     (package / NUMBERS).write_text(BROKEN_MIDDLE.replace("2,, 3", "2, 3"))
     fixed = run("index", str(package), "--strict", "--json")
