@@ -95,6 +95,40 @@ def measure(label: str, items: Iterable[tuple[str, bytes]], model: OnnxEmbedder)
             "problems": problems}  # fmt: skip
 
 
+def broken_mid_edit(items: list[tuple[str, bytes]], model: OnnxEmbedder) -> dict[str, Any]:
+    """Each file with a function in its middle half, that function broken as if mid-edit
+    (a `let` with a stray comma as its first line): how many of the file's other
+    definitions are still chunked, against the same file unbroken."""
+    parser = new_parser()
+    files = kept = expected = dropped_files = 0
+    for rel, data in items:
+        lines = data.decode("utf-8", "replace").split("\n")
+        starts = [i for i, line in enumerate(lines) if line.startswith(("pub fn ", "fn "))]
+        middle = [i for i in starts if len(lines) // 4 <= i <= 3 * len(lines) // 4]
+        if not middle or not lines[middle[0]].rstrip().endswith("{"):
+            continue
+        at = middle[0] + 1
+        edited = "\n".join([*lines[:at], "  let broken = [1,, 2]", *lines[at:]]).encode()
+        clean = chunk_file(source(rel, data), parser, model.count_tokens)
+        if not isinstance(clean, list):
+            continue
+        names = {(c.kind, c.name) for c in clean if c.kind != "module"}
+        outcome, _, _ = classify(
+            result := chunk_file(source(rel, edited), parser, model.count_tokens)
+        )
+        got = (
+            {(c.kind, c.name) for c in getattr(result, "chunks", [])}
+            if outcome != "dropped"
+            else set()
+        )
+        files += 1
+        expected += len(names) - 1  # all but the broken function
+        kept += len(names & got)
+        dropped_files += outcome == "dropped" and len(names) > 1
+    return {"files": files, "dropped_whole": dropped_files, "definitions_expected": expected,
+            "definitions_kept": kept}  # fmt: skip
+
+
 def corpus_items(root: Path) -> list[tuple[str, bytes]]:
     return [(str(p.relative_to(root)), p.read_bytes()) for p in gleam_files(root)]
 
@@ -107,9 +141,11 @@ def main() -> int:
     args = ap.parse_args()
     model = OnnxEmbedder(resolve_model_files())
     report = []
+    edits = {}
     for label, root in (("corpus", args.corpus), ("examples", args.examples)):
         if root.is_dir():
             report.append(measure(f"{label} ({root})", corpus_items(root), model))
+            edits[label] = broken_mid_edit(corpus_items(root), model)
         else:
             print(f"skipped {label}: {root} is not a folder", file=sys.stderr)
     snippets = [(f"{name}.gleam", text.encode()) for name, text in CONSTRUCTS.items()]
@@ -124,8 +160,15 @@ def main() -> int:
         )
         for p in row["problems"]:
             print(f"    {p['outcome']:<7} {p['file']}: {p['reason']}")
+    print("one function in the middle of each file broken mid-edit:")
+    for label, e in edits.items():
+        print(
+            f"  {label}: {e['files']} files, {e['dropped_whole']} with other definitions "
+            "dropped whole, "
+            f"{e['definitions_kept']} of {e['definitions_expected']} other definitions kept"
+        )
     if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        args.json.write_text(json.dumps({"sets": report, "mid_edit": edits}, indent=2) + "\n")
     return 0
 
 

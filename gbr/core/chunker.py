@@ -21,12 +21,15 @@ from dataclasses import dataclass, replace
 from tree_sitter import Node, Parser
 
 from gbr.core.parse_damage import (
+    Lost,
     dropped_nodes,
     end_row,
     is_damaged,
     is_type_variable_gap,
     line_ranges,
     parsed_alone,
+    salvage,
+    top_level,
 )
 from gbr.core.records import Chunk, ChunkKind, FileProblem, PartialFile, SourceFile, Visibility
 
@@ -111,7 +114,7 @@ def chunk_file(
     text = text.removeprefix("\ufeff")
     src = _Text(content, [line.removesuffix("\r") for line in text.split("\n")])
     root = parser.parse(content).root_node
-    nodes = _top_level(root)
+    nodes = top_level(root)
     bad = [n for n in nodes if n.type not in _TOP_LEVEL or is_damaged(n)]
     if bad:  # a definition damaged only by recovery from an error elsewhere is kept
         nodes = [_intact(parser, content, n) if n in bad else n for n in nodes]
@@ -121,6 +124,11 @@ def chunk_file(
     if not bad:
         return list(_chunks(nodes, src, source, count_tokens, limits))
     problem = _first_problem(source.path, text, src, bad[0])
+    if bad is not nodes:  # definitions swallowed by a damaged node are given back
+        nodes = [
+            p for n in nodes for p in (salvage(parser, content, src.lines, n) if n in bad else [n])
+        ]
+        bad = [n for n in nodes if isinstance(n, Lost) or n.type not in _TOP_LEVEL or is_damaged(n)]
     dropped = dropped_nodes(nodes, bad)
     chunks = tuple(_chunks(nodes, src, source, count_tokens, limits, dropped))
     if not any(c.kind != "module" for c in chunks):
@@ -170,17 +178,6 @@ def invalid_utf8_problem(path: str, content: bytes, exc: UnicodeDecodeError) -> 
         column=column,
         excerpt=excerpt.decode("utf-8", "replace").strip()[:80],
     )
-
-
-def _top_level(root: Node) -> list[Node]:
-    """The root's children, with the definitions of old `if erlang { ... }` groups inlined."""
-    nodes: list[Node] = []
-    for node in root.children:
-        if node.type == "target_group":
-            nodes.extend(c for c in node.named_children if c.type != "target")
-        else:
-            nodes.append(node)
-    return nodes
 
 
 def _syntax_problem(path: str, root: Node, src: _Text) -> FileProblem:

@@ -15,9 +15,12 @@ constant whole, so such a constant is read as intact.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from tree_sitter import Node, Parser, Range
+from tree_sitter import Node, Parser, Point, Range
 
 # What the recovery wraps for a type variable in a constant's annotation: `a` or `a,`.
 _TYPE_VARIABLE_TOKENS = {"identifier", ","}
@@ -47,6 +50,84 @@ def is_type_variable_gap(node: Node) -> bool:
     )
 
 
+# A line that starts a top-level item: `gleam format` writes them at column 0, and code
+# inside a definition is indented.
+_ITEM_START = re.compile(r"(?:pub |fn |type |const |opaque |@|///)")
+_DEFINITION_TYPES = {"function", "type_definition", "type_alias", "constant", "external_type"}
+
+
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """The stand-in for the part of a damaged node that holds its error: rows left out."""
+
+    start_point: Point
+    end_point: Point
+    id: int
+    type: str = "ERROR"
+    has_error: bool = True
+    is_error: bool = True
+    is_missing: bool = False
+
+
+def top_level(root: Node) -> list[Node]:
+    """The root's children, with the definitions of old `if erlang { ... }` groups inlined."""
+    nodes: list[Node] = []
+    for node in root.children:
+        if node.type == "target_group":
+            nodes.extend(c for c in node.named_children if c.type != "target")
+        else:
+            nodes.append(node)
+    return nodes
+
+
+def salvage(parser: Parser, content: bytes, lines: Sequence[str], node: Node) -> list[Any]:
+    """A damaged node as the pieces worth keeping: definitions it swallowed are given back.
+
+    tree-sitter often lets a broken function (or an unclosed brace) swallow the valid
+    definitions after it, up to the end of the file. From the first line after the node's
+    start that begins a top-level item at column 0, the rest of the node is parsed again
+    on its own and treated like a file of its own (recursively); the part before that line
+    is parsed alone too, and is a Lost stand-in unless it comes out intact.
+    """
+    if node.type not in _DEFINITION_TYPES and not node.is_error:
+        return [node]
+    first, last = node.start_point.row, end_row(node)
+    split = next((r for r in range(first + 1, last + 1) if _ITEM_START.match(lines[r])), None)
+    if split is None:
+        return [node]
+    at = _row_byte(content, split)
+    head = _parse_range(parser, content, node.start_byte, at, node.start_point, Point(split, 0))
+    pieces: list[Any] = (
+        head
+        if head and not any(is_damaged(n) for n in head)
+        else [Lost(node.start_point, Point(split - 1, 1), -1 - node.start_byte)]
+    )
+    for piece in _parse_range(parser, content, at, node.end_byte, Point(split, 0), node.end_point):
+        if is_damaged(piece):
+            piece = parsed_alone(parser, content, piece) or piece
+        pieces.extend(salvage(parser, content, lines, piece) if is_damaged(piece) else [piece])
+    return pieces
+
+
+def _row_byte(content: bytes, row: int) -> int:
+    at = 0
+    for _ in range(row):
+        at = content.index(b"\n", at) + 1
+    return at
+
+
+def _parse_range(
+    parser: Parser, content: bytes, start: int, end: int, start_point: Point, end_point: Point
+) -> list[Node]:
+    """The top-level nodes of content[start:end] parsed on its own, at their real positions."""
+    saved = parser.included_ranges
+    try:
+        parser.included_ranges = [Range(start_point, end_point, start, end)]
+        return top_level(parser.parse(content).root_node)
+    finally:
+        parser.included_ranges = saved
+
+
 def parsed_alone(parser: Parser, content: bytes, node: Node) -> Node | None:
     """The node parsed again on its own, when that parse is intact; None otherwise.
 
@@ -55,14 +136,9 @@ def parsed_alone(parser: Parser, content: bytes, node: Node) -> Node | None:
     further down). Parsing just the node's range gives it back whole, with the same
     absolute positions, so only the definitions that are broken in themselves are lost.
     """
-    saved = parser.included_ranges
-    try:
-        parser.included_ranges = [
-            Range(node.start_point, node.end_point, node.start_byte, node.end_byte)
-        ]
-        alone = parser.parse(content).root_node.children
-    finally:
-        parser.included_ranges = saved
+    alone = _parse_range(
+        parser, content, node.start_byte, node.end_byte, node.start_point, node.end_point
+    )
     if len(alone) != 1:
         return None
     again = alone[0]
@@ -87,7 +163,7 @@ def _errors_below(node: Node) -> list[Node]:
     return found
 
 
-def dropped_nodes(nodes: Sequence[Node], bad: Sequence[Node]) -> set[int]:
+def dropped_nodes(nodes: Sequence[Any], bad: Sequence[Any]) -> set[int]:
     """Ids of the nodes to leave out: the bad ones, those sharing a line with a left-out
     node, and the comments and attributes glued directly above a left-out node."""
     dropped = {n.id for n in bad}
@@ -115,7 +191,7 @@ def dropped_nodes(nodes: Sequence[Node], bad: Sequence[Node]) -> set[int]:
     return dropped
 
 
-def line_ranges(nodes: Sequence[Node], ids: set[int]) -> tuple[tuple[int, int], ...]:
+def line_ranges(nodes: Sequence[Any], ids: set[int]) -> tuple[tuple[int, int], ...]:
     """1-based inclusive line ranges of the given nodes, neighbours merged."""
     ranges: list[list[int]] = []
     for node in nodes:
@@ -129,7 +205,7 @@ def line_ranges(nodes: Sequence[Node], ids: set[int]) -> tuple[tuple[int, int], 
     return tuple((a, b) for a, b in ranges)
 
 
-def end_row(node: Node) -> int:
+def end_row(node: Node | Lost) -> int:
     """Last row a node occupies; comment nodes end at column 0 of the following row."""
     end = node.end_point
     return end.row - 1 if end.column == 0 and end.row > node.start_point.row else end.row

@@ -615,12 +615,13 @@ def test_the_broken_example_keeps_its_intact_constant_and_says_where_it_broke(
     assert [(c.kind, c.name) for c in result.chunks] == [
         ("module", "bookshelf/broken"),
         ("constant", "max_reminders"),
+        ("function", "prune"),  # swallowed by the unclosed `{`, parsed again on its own
     ]
     problem = result.problem
     assert problem.kind == "parse_partial"
-    # From the doc of `notify_next` to the end: the unclosed `{` swallowed `prune` too.
-    assert problem.dropped_lines == ((15, 27),)
-    assert "lines 15-27 not indexed" in problem.reason
+    # `notify_next`, its doc and the blank line after it.
+    assert problem.dropped_lines == ((15, 23),)
+    assert "lines 15-23 not indexed" in problem.reason
     # `notify_next` (line 16) lacks a `}`; the parser stops at `pub fn prune` (line 25).
     assert (problem.line, problem.column) == (25, 1)
     assert problem.excerpt.startswith("pub fn prune(")

@@ -167,7 +167,7 @@ def test_a_definition_sharing_a_line_with_the_error_is_left_out_too(
     assert_no_line_lost(content, result)
 
 
-def test_an_unclosed_brace_loses_what_it_swallowed_and_says_so(
+def test_an_unclosed_brace_loses_only_the_function_it_is_in(
     parser: Parser, model: OnnxEmbedder
 ) -> None:
     content = (
@@ -185,8 +185,9 @@ def test_an_unclosed_brace_loses_what_it_swallowed_and_says_so(
         "}\n"
     )
     result = partial(parser, model, content)
-    assert [c.name for c in result.chunks] == ["limit"]
-    assert result.problem.dropped_lines == ((3, 12),)
+    # tree-sitter lets `open` swallow `swallowed`; parsed on its own, it is intact.
+    assert [c.name for c in result.chunks] == ["limit", "swallowed"]
+    assert result.problem.dropped_lines == ((3, 9),)
     assert_no_line_lost(content, result)
 
 
@@ -238,4 +239,27 @@ def test_recovery_damage_to_valid_neighbours_does_not_lose_them(
         for c in result.chunks
     ]
     assert moved == [(c.name, c.start_line) for c in clean]
+    assert_no_line_lost(edited, result)
+
+
+def test_definitions_swallowed_by_a_broken_function_are_given_back(
+    parser: Parser, model: OnnxEmbedder
+) -> None:
+    # A real edit: a stray comma in `serve` of bookshelf.gleam, and tree-sitter's
+    # `function` node for it runs to the end of the file, over three valid definitions.
+    rel = EXAMPLE / "src/bookshelf.gleam"
+    lines = rel.read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("fn serve(")) + 1
+    edited = "\n".join([*lines[:at], "  let broken = [1,, 2]", *lines[at:]])
+    swallower = [n for n in parser.parse(edited.encode()).root_node.children if n.has_error]
+    assert [n.end_point.row for n in swallower] == [len(lines) - 1]  # to the last line
+    clean = run(parser, model, "\n".join(lines))
+    assert isinstance(clean, list)
+    result = partial(parser, model, edited)
+    kept = [(c.kind, c.name) for c in result.chunks]
+    assert kept == [(c.kind, c.name) for c in clean if c.name != "serve"]
+    doc_row = next(i for i, line in enumerate(lines) if "Adapt a mist request" in line) + 1
+    # `serve`'s closing brace, one line lower once edited, and the blank line after it.
+    blank_row = next(i for i in range(at, len(lines)) if lines[i] == "}") + 3
+    assert result.problem.dropped_lines == ((doc_row, blank_row),)
     assert_no_line_lost(edited, result)
