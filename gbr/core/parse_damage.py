@@ -4,6 +4,8 @@ A file of which only part fails to parse still has definitions that tree-sitter 
 intact; the chunker keeps those and drops the rest, and this module says which is which.
 A definition is kept only when its whole subtree is free of ERROR and MISSING nodes *and*
 no line of it is shared with a dropped node, since a chunk is made of whole lines.
+tree-sitter's recovery can damage or swallow valid definitions next to the real error; those
+are parsed again on their own ranges (`parsed_alone`, `salvage`) and kept when intact.
 
 One grammar gap is not damage: the bundled Gleam grammar (tree-sitter-language-pack
 0.13.0, and every other packaged grammar measured, see bench/parse_coverage.py) rejects a
