@@ -115,25 +115,28 @@ def chunk_file(
     src = _Text(content, [line.removesuffix("\r") for line in text.split("\n")])
     root = parser.parse(content).root_node
     nodes = top_level(root)
-    bad = [n for n in nodes if n.type not in _TOP_LEVEL or is_damaged(n)]
+    bad = [n for n in nodes if _is_bad(n)]
     if bad:  # a definition damaged only by recovery from an error elsewhere is kept
         nodes = [_intact(parser, content, n) if n in bad else n for n in nodes]
-        bad = [n for n in nodes if n.type not in _TOP_LEVEL or is_damaged(n)]
+        bad = [n for n in nodes if _is_bad(n)]
     if root.has_error and not bad and not any(is_type_variable_gap(n) for n in nodes):
         bad = nodes  # an error outside every top-level node: nothing can be trusted
     if not bad:
         return list(_chunks(nodes, src, source, count_tokens, limits))
     problem = _first_problem(source.path, text, src, bad[0])
     if bad is not nodes:  # definitions swallowed by a damaged node are given back
-        nodes = [
-            p for n in nodes for p in (salvage(parser, content, src.lines, n) if n in bad else [n])
-        ]
-        bad = [n for n in nodes if isinstance(n, Lost) or n.type not in _TOP_LEVEL or is_damaged(n)]
+        nodes = salvage(parser, content, src.lines, nodes, _is_bad)
+        bad = [n for n in nodes if isinstance(n, Lost) or _is_bad(n)]
     dropped = dropped_nodes(nodes, bad)
     chunks = tuple(_chunks(nodes, src, source, count_tokens, limits, dropped))
     if not any(c.kind != "module" for c in chunks):
         return problem  # no definition survived: the file is dropped whole
     return _partial(problem, chunks, line_ranges(nodes, dropped))
+
+
+def _is_bad(node: Node) -> bool:
+    """Damaged, or something that may not stand at the top level."""
+    return node.type not in _TOP_LEVEL or is_damaged(node)
 
 
 def _intact(parser: Parser, content: bytes, node: Node) -> Node:
@@ -295,12 +298,7 @@ def _chunks(
 ) -> Iterator[Chunk]:
     """The chunks of the top-level nodes; `dropped` ids are left out and glue nothing."""
     dropped = dropped or set()
-    first_def = next(
-        (i for i, n in enumerate(nodes) if n.type in _DEFINITIONS or n.id in dropped),
-        len(nodes),
-    )
-    first_row = nodes[first_def].start_point.row if first_def < len(nodes) else None
-    module_span = _module_span(nodes[:first_def], first_row)
+    module_span = _module_head(nodes, dropped)
     if module_span is not None:
         yield from _module_chunks(module_span, src, source, count_tokens, limits)
     covered = end_row(module_span[-1]) if module_span else -1  # last row already chunked
@@ -327,6 +325,21 @@ def _chunks(
         covered = groups[-1].end
     for group in groups:
         yield from _definition_chunks(group, src, source, count_tokens, limits)
+
+
+def _module_head(nodes: list[Node], dropped: set[int]) -> list[Node] | None:
+    """The module doc and imports above the first definition: the first stretch of them
+    that no left-out node interrupts (a broken first line does not hide the imports)."""
+    start = 0
+    for i, node in enumerate([*nodes, None]):
+        if node is not None and node.type not in _DEFINITIONS and node.id not in dropped:
+            continue
+        row = node.start_point.row if node is not None else None
+        span = _module_span(nodes[start:i], row)
+        if span is not None or node is None or node.id not in dropped:
+            return span
+        start = i + 1
+    return None
 
 
 def _contiguous_above(leading: list[Node], node: Node) -> list[Node]:

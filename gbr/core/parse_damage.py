@@ -18,7 +18,7 @@ constant whole, so such a constant is read as intact.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +55,6 @@ def is_type_variable_gap(node: Node) -> bool:
 # A line that starts a top-level item: `gleam format` writes them at column 0, and code
 # inside a definition is indented.
 _ITEM_START = re.compile(r"(?:pub |fn |type |const |opaque |@|///)")
-_DEFINITION_TYPES = {"function", "type_definition", "type_alias", "constant", "external_type"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,33 +81,63 @@ def top_level(root: Node) -> list[Node]:
     return nodes
 
 
-def salvage(parser: Parser, content: bytes, lines: Sequence[str], node: Node) -> list[Any]:
-    """A damaged node as the pieces worth keeping: definitions it swallowed are given back.
+def salvage(
+    parser: Parser,
+    content: bytes,
+    lines: Sequence[str],
+    nodes: Sequence[Node],
+    is_bad: Callable[[Node], bool],
+) -> list[Any]:
+    """The top-level nodes with each run of bad ones replaced by the pieces worth keeping.
 
     tree-sitter often lets a broken function (or an unclosed brace) swallow the valid
-    definitions after it, up to the end of the file. From the first line after the node's
-    start that begins a top-level item at column 0, the rest of the node is parsed again
-    on its own and treated like a file of its own (recursively); the part before that line
-    is parsed alone too, and is a Lost stand-in unless it comes out intact.
+    definitions after it, and may cut the last of them in two nodes. A run of neighbouring
+    bad nodes is parsed again as one range; if that is still damaged, then from the first
+    line after its start that begins a top-level item at column 0 (as `gleam format`
+    writes them), the rest is parsed on its own and treated like a file of its own
+    (recursively). The part before that line is kept if it parses intact alone, and is
+    otherwise a Lost stand-in for the rows that are left out.
     """
-    if node.type not in _DEFINITION_TYPES and not node.is_error:
-        return [node]
-    first, last = node.start_point.row, end_row(node)
+    out: list[Any] = []
+    run: list[Node] = []
+    for node in [*nodes, None]:
+        if node is not None and is_bad(node):
+            run.append(node)
+            continue
+        if run:
+            out.extend(_salvage_run(parser, content, lines, run, is_bad))
+            run = []
+        if node is not None:
+            out.append(node)
+    return out
+
+
+def _salvage_run(
+    parser: Parser,
+    content: bytes,
+    lines: Sequence[str],
+    run: Sequence[Node],
+    is_bad: Callable[[Node], bool],
+) -> list[Any]:
+    start, end = run[0], run[-1]
+    whole = _parse_range(parser, content, start.start_byte, end.end_byte, start.start_point,
+                         end.end_point)  # fmt: skip
+    if whole and not any(is_bad(n) for n in whole):
+        return list(whole)
+    first, last = start.start_point.row, end_row(end)
     split = next((r for r in range(first + 1, last + 1) if _ITEM_START.match(lines[r])), None)
     if split is None:
-        return [node]
+        return list(run)
     at = _row_byte(content, split)
-    head = _parse_range(parser, content, node.start_byte, at, node.start_point, Point(split, 0))
+    head = _parse_range(parser, content, start.start_byte, at, start.start_point, Point(split, 0))
     pieces: list[Any] = (
         head
-        if head and not any(is_damaged(n) for n in head)
-        else [Lost(node.start_point, Point(split - 1, 1), -1 - node.start_byte)]
+        if head and not any(is_bad(n) for n in head)
+        else [Lost(start.start_point, Point(split - 1, 1), -1 - start.start_byte)]
     )
-    for piece in _parse_range(parser, content, at, node.end_byte, Point(split, 0), node.end_point):
-        if is_damaged(piece):
-            piece = parsed_alone(parser, content, piece) or piece
-        pieces.extend(salvage(parser, content, lines, piece) if is_damaged(piece) else [piece])
-    return pieces
+    rest = _parse_range(parser, content, at, end.end_byte, Point(split, 0), end.end_point)
+    rest = [parsed_alone(parser, content, n) or n if is_bad(n) else n for n in rest]
+    return pieces + salvage(parser, content, lines, rest, is_bad)
 
 
 def _row_byte(content: bytes, row: int) -> int:

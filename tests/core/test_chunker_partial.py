@@ -263,3 +263,20 @@ def test_definitions_swallowed_by_a_broken_function_are_given_back(
     blank_row = next(i for i in range(at, len(lines)) if lines[i] == "}") + 3
     assert result.problem.dropped_lines == ((doc_row, blank_row),)
     assert_no_line_lost(edited, result)
+
+
+@pytest.mark.parametrize("name", ["isbn", "member"])
+def test_a_half_typed_first_line_loses_only_itself(
+    parser: Parser, model: OnnxEmbedder, name: str
+) -> None:
+    # The unclosed `( {` makes tree-sitter swallow the whole file, and (for isbn.gleam) cut
+    # its last function across three top-level nodes; all of it is valid Gleam but line 1.
+    good = (EXAMPLE / f"src/bookshelf/{name}.gleam").read_text()
+    edited = "pub fn half_written( {\n" + good
+    clean = run(parser, model, good)
+    assert isinstance(clean, list)
+    result = partial(parser, model, edited)
+    assert result.problem.dropped_lines == ((1, 1),)
+    assert [(c.kind, c.name, c.start_line - 1, c.end_line - 1) for c in result.chunks] == [
+        (c.kind, c.name, c.start_line, c.end_line) for c in clean
+    ]
