@@ -246,7 +246,8 @@ def index(
     db: DbOption = None,
     json_out: JsonOption = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 when any file was dropped.")
+        bool,
+        typer.Option("--strict", help="Exit 1 when any file was dropped or only partly parsed."),
     ] = False,
     include_deps: IncludeDepsOption = False,
     max_file_size: MaxFileSizeOption = "1MB",
@@ -306,8 +307,13 @@ def index(
             out.print_json(json.dumps(stamped(summary.as_dict(), summary.root)))
         else:
             _print_summary(summary)
-        if strict and summary.files_dropped:
-            raise typer.Exit(1)
+        if strict and (summary.files_dropped or summary.files_partial):
+            from gbr.core.errors import GbrError
+
+            raise GbrError(
+                f"--strict: {summary.files_dropped} files dropped, {summary.files_partial} "
+                "only partly parsed; fix the files listed above, or index without --strict"
+            )
 
 
 def _daemon_in_the_way(info: DaemonInfo, db: Path) -> GbrError:
@@ -377,6 +383,8 @@ def _print_summary(s: IndexSummary) -> None:
         out.print(f"[yellow]{s.restarts} actor restarts, {s.dead_letters} dead letters[/yellow]")
     for problem in s.dropped:
         out.print(f"  [red]dropped[/red] {escape(problem.path)}: {escape(problem.reason)}")
+    for problem in s.partial:
+        out.print(f"  [yellow]partial[/yellow] {escape(problem.path)}: {escape(problem.reason)}")
     out.print(f"index: {escape(s.db)}")
 
 
@@ -733,7 +741,8 @@ def status(
             f"(chunker v{escape(str(report['chunker_version']))})"
         )
         out.print(
-            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped; "
+            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped, "
+            f"{report.get('files_partial', 0)} partial; "
             f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
         )
         last = report["last_run"]
@@ -746,6 +755,11 @@ def status(
             stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
             out.print(
                 f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}{stale}"
+            )
+        for item in report.get("partial", []):
+            stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
+            out.print(
+                f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
 
 

@@ -107,6 +107,9 @@ class CoordinatorActor(pykka.ThreadingActor):
         elif done.outcome == "dropped" and done.problem is not None:
             s.files_dropped += 1
             s.dropped.append(done.problem)
+        if done.outcome in ("indexed", "unchanged") and done.problem is not None:
+            s.files_partial += 1  # indexed in part: some definitions did not parse
+            s.partial.append(done.problem)
 
     def _report(self) -> None:
         if self.progress is None:

@@ -33,6 +33,7 @@ class FileParsed:
 
     source: SourceFile
     chunks: tuple[Chunk, ...]
+    partial: FileProblem | None = None  # some definitions did not parse (`parse_partial`)
 
     @property
     def path(self) -> str:
@@ -47,6 +48,7 @@ class FileEmbedded:
     chunks: tuple[StoredChunk, ...]
     embedded: int
     cached: int
+    partial: FileProblem | None = None
 
     @property
     def path(self) -> str:

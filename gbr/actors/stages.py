@@ -29,7 +29,7 @@ from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.indexing import embed_chunks
-from gbr.core.records import FileProblem
+from gbr.core.records import FileProblem, PartialFile
 from gbr.core.store import FileState, Store
 from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
@@ -46,9 +46,14 @@ class _Stage(SupervisedActor):
         return super().on_receive(message)
 
 
-def log_problem(problem: FileProblem) -> None:
-    """The structured event for a dropped file; `parse_failed` carries where and what."""
-    event = "parse_failed" if problem.kind == "parse_failed" else "file_dropped"
+def log_problem(problem: FileProblem, **extra: Any) -> None:
+    """The structured event for a dropped or partial file, with where and what.
+
+    `parse_partial` also lists the line ranges left out, so no line is lost unsaid.
+    """
+    event = problem.kind if problem.kind in ("parse_failed", "parse_partial") else "file_dropped"
+    if problem.dropped_lines:
+        extra["dropped_lines"] = [list(r) for r in problem.dropped_lines]
     log().warning(
         event,
         file=problem.path,
@@ -57,6 +62,7 @@ def log_problem(problem: FileProblem) -> None:
         column=problem.column,
         excerpt=problem.excerpt,
         reason=problem.reason,
+        **extra,
     )
 
 
@@ -106,10 +112,16 @@ class WalkerActor(_Stage):
             state = self.states.get(source.path)
             if (
                 state is not None
-                and state.status == "ok"
+                and state.status in ("ok", "partial")
                 and state.content_hash == source.content_hash
             ):
-                self.coordinator.tell(FileDone(source.path, "unchanged"))
+                # An unchanged partial file is still partial: the summary says so again.
+                partial = (
+                    FileProblem(source.path, state.error, "parse_partial")
+                    if state.status == "partial"
+                    else None
+                )
+                self.coordinator.tell(FileDone(source.path, "unchanged", problem=partial))
                 continue
             self._send(self.parsers[turn % len(self.parsers)], FileFound(source))
             turn += 1
@@ -153,6 +165,8 @@ class ParserActor(_Stage):
             result = chunk_file(message.source, self.parser, self.count_tokens, self.limits)
             if isinstance(result, FileProblem):
                 self.writer.tell(FileFailed(result, message.source))
+            elif isinstance(result, PartialFile):
+                self.embedder.tell(FileParsed(message.source, result.chunks, result.problem))
             else:
                 self.embedder.tell(FileParsed(message.source, tuple(result)))
 
@@ -225,7 +239,9 @@ class EmbedderActor(_Stage):
             hits = sum(cached[offset:end])
             mine = tuple(stored[offset:end])
             offset = end
-            self.writer.tell(FileEmbedded(parsed.source, mine, len(mine) - hits, hits))
+            self.writer.tell(
+                FileEmbedded(parsed.source, mine, len(mine) - hits, hits, parsed.partial)
+            )
 
     def _reporter(self, files: int) -> Callable[[int, int], None] | None:
         watcher = self.progress_to
@@ -281,7 +297,9 @@ class WriterActor(_Stage):
             store.mark_fulltext_stale()
             self._flagged = True
         if isinstance(message, FileEmbedded):
-            store.replace_file(message.source, message.chunks)
+            kept = store.replace_file(message.source, message.chunks, message.partial)
+            if message.partial is not None:
+                log_problem(message.partial, chunks=len(message.chunks), stale_chunks_kept=kept)
             self._done(
                 FileDone(
                     message.path,
@@ -289,6 +307,7 @@ class WriterActor(_Stage):
                     chunks=len(message.chunks),
                     embedded=message.embedded,
                     cached=message.cached,
+                    problem=message.partial,
                 )
             )
         elif isinstance(message, FileFailed):

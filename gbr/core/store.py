@@ -62,7 +62,8 @@ class StoredChunk:
 @dataclass(frozen=True, slots=True)
 class FileState:
     content_hash: str
-    status: str  # ok | failed
+    status: str  # ok | failed | partial
+    error: str = ""  # why, for a failed or partial file
 
 
 def _set_up(con: duckdb.DuckDBPyConnection) -> None:
@@ -249,9 +250,26 @@ class Store:
     def transaction(self) -> _Transaction:
         return _Transaction(self.con)
 
-    def replace_file(self, source: SourceFile, chunks: Sequence[StoredChunk]) -> None:
-        """Swap a file's chunks for new ones in one transaction."""
+    def replace_file(
+        self,
+        source: SourceFile,
+        chunks: Sequence[StoredChunk],
+        partial: FileProblem | None = None,
+    ) -> int:
+        """Swap a file's chunks for new ones in one transaction.
+
+        A `partial` file (some definitions did not parse) whose last good version is in the
+        index keeps that whole version, flagged stale, until it parses again: someone typing
+        gets search results that agree with each other and with one version of the file,
+        rather than a mix of old and new line numbers. Without a good version, the intact
+        definitions are stored. Returns how many earlier chunks were kept as stale.
+        """
+        if partial is not None and self._has_good_version(source.path):
+            return self.mark_failed(partial, source, status="partial")
         table = _chunks_table(chunks)
+        status, kind, error = (
+            ("partial", partial.kind, partial.reason) if partial else ("ok", None, None)
+        )
         with self.transaction():
             self.con.execute("DELETE FROM chunks WHERE path = ?", [source.path])
             self.con.execute("DELETE FROM files WHERE path = ?", [source.path])
@@ -264,7 +282,7 @@ class Store:
                 finally:
                     self.con.unregister("new_chunks")
             self.con.execute(
-                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, 'ok', NULL, NULL, ?)",
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     source.path,
                     source.module,
@@ -272,12 +290,32 @@ class Store:
                     source.content_hash,
                     source.size,
                     source.mtime,
+                    status,
+                    kind,
+                    error,
                     time.time(),
                 ],
             )
+        return 0
 
-    def mark_failed(self, problem: FileProblem, source: SourceFile | None) -> int:
-        """Record why a file was dropped; its earlier chunks stay, flagged stale.
+    def _has_good_version(self, path: str) -> bool:
+        """Whether the file's chunks come from a version that parsed: it is `ok`, or all
+        its chunks are stale ones kept from such a version while it was broken."""
+        row = self.con.execute(
+            "SELECT f.status, count(c.path), count(c.path) FILTER (c.stale) "
+            "FROM files f LEFT JOIN chunks c ON c.path = f.path WHERE f.path = ? "
+            "GROUP BY f.status",
+            [path],
+        ).fetchall()
+        if not row:
+            return False
+        status, chunks, stale = row[0]
+        return chunks > 0 and (status == "ok" or chunks == stale)
+
+    def mark_failed(
+        self, problem: FileProblem, source: SourceFile | None, status: str = "failed"
+    ) -> int:
+        """Record why a file was dropped (or is partial); its earlier chunks stay, stale.
 
         Returns how many chunks were kept as stale.
         """
@@ -288,7 +326,7 @@ class Store:
             self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [problem.path])
             self.con.execute("DELETE FROM files WHERE path = ?", [problem.path])
             self.con.execute(
-                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, 'failed', ?, ?, ?)",
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     problem.path,
                     source.module if source else None,
@@ -296,6 +334,7 @@ class Store:
                     source.content_hash if source else None,
                     source.size if source else None,
                     source.mtime if source else None,
+                    status,
                     problem.kind,
                     problem.reason,
                     time.time(),
@@ -492,8 +531,8 @@ class Store:
     def file_states(self) -> dict[str, FileState]:
         if not self._has_table("files"):
             return {}
-        rows = self.con.execute("SELECT path, content_hash, status FROM files").fetchall()
-        return {p: FileState(h or "", s) for p, h, s in rows}
+        rows = self.con.execute("SELECT path, content_hash, status, error FROM files").fetchall()
+        return {p: FileState(h or "", s, e or "") for p, h, s, e in rows}
 
     def cached_vectors(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already stored for these embedded texts, so they need no model run."""
@@ -572,28 +611,41 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         if not self._has_table("files"):
-            return {"files": 0, "files_ok": 0, "files_failed": 0, "chunks": 0, "stale_chunks": 0}
-        files_ok, files_failed = self.con.execute(
-            "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'failed') FROM files"
+            return {
+                "files": 0,
+                "files_ok": 0,
+                "files_failed": 0,
+                "files_partial": 0,
+                "chunks": 0,
+                "stale_chunks": 0,
+            }
+        files_ok, files_failed, files_partial = self.con.execute(
+            "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'failed'), "
+            "count(*) FILTER (status = 'partial') FROM files"
         ).fetchall()[0]
         chunks, stale = self.con.execute(
             "SELECT count(*), count(*) FILTER (stale) FROM chunks"
         ).fetchall()[0]
         return {
-            "files": int(files_ok) + int(files_failed),
+            "files": int(files_ok) + int(files_failed) + int(files_partial),
             "files_ok": int(files_ok),
             "files_failed": int(files_failed),
+            "files_partial": int(files_partial),
             "chunks": int(chunks),
             "stale_chunks": int(stale),
         }
 
-    def failed_files(self) -> list[dict[str, Any]]:
+    def failed_files(self, status: str = "failed") -> list[dict[str, Any]]:
+        """Files of a status (`failed`, or `partial`), with their chunks and stale ones."""
         if not self._has_table("files"):
             return []
         cur = self.con.execute(
             "SELECT f.path, f.error_kind, f.error, "
-            "(SELECT count(*) FROM chunks c WHERE c.path = f.path) AS stale_chunks "
-            "FROM files f WHERE status = 'failed' ORDER BY path"
+            "(SELECT count(*) FILTER (c.stale) FROM chunks c WHERE c.path = f.path) "
+            "AS stale_chunks, "
+            "(SELECT count(*) FROM chunks c WHERE c.path = f.path) AS chunks "
+            "FROM files f WHERE status = ? ORDER BY path",
+            [status],
         )
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
@@ -664,6 +716,7 @@ def status_report(store: Store) -> dict[str, Any]:
         "chunker_version": meta.get("chunker_version"),
         **store.counts(),
         "dropped": store.failed_files(),
+        "partial": store.failed_files("partial"),
         "last_run": store.last_run(),
     }
 

@@ -514,6 +514,7 @@ class Daemon:
         return [
             ({"status": "ok"}, counts["files_ok"]),
             ({"status": "failed"}, counts["files_failed"]),
+            ({"status": "partial"}, counts["files_partial"]),
         ]
 
     def _chunks(self) -> list[tuple[dict[str, str], float]]:

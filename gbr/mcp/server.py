@@ -235,6 +235,8 @@ def _status_text(data: dict[str, Any], via: str) -> str:
         )
     for item in data.get("dropped", []):
         lines.append(f"dropped {item['path']}: {item['error']}")
+    for item in data.get("partial", []):
+        lines.append(f"partial {item['path']}: {item['error']}")
     return "\n".join(lines)
 
 
@@ -247,6 +249,8 @@ def _summary_text(data: dict[str, Any], via: str) -> str:
     ]
     for item in data.get("dropped", []):
         lines.append(f"dropped {item['path']}: {item['reason']}")
+    for item in data.get("partial", []):
+        lines.append(f"partial {item['path']}: {item['reason']}")
     return "\n".join(lines)
 
 

@@ -35,7 +35,7 @@ HIT_KEYS = {
     "rank", "path", "module", "name", "kind", "start_line", "end_line", "score", "text",
     "signature", "doc",
 }  # fmt: skip
-DEADLINE = 15.0  # seconds to wait for something the daemon should do soon
+DEADLINE = 60.0  # seconds to wait for something the daemon should do soon (a bound, not a target)
 T = TypeVar("T")
 
 
@@ -111,7 +111,7 @@ class RunningDaemon:
         """Generous: the first pass embeds every chunk, slow on a loaded 2-core machine."""
         wait_until(lambda: self.status()["ready"], "the first pass", timeout=timeout)
 
-    def wait_idle(self) -> dict[str, Any]:
+    def wait_idle(self, timeout: float = DEADLINE) -> dict[str, Any]:
         """Until the first pass is done and nothing is queued or running."""
         self.wait_first_pass()
         return wait_until(
@@ -122,6 +122,7 @@ class RunningDaemon:
                 and s
             ),
             "the daemon to be idle",
+            timeout,
         )
 
     def log_text(self) -> str:
