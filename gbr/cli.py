@@ -90,19 +90,10 @@ def _load_model(model_dir: Path | None) -> OnnxEmbedder:
 
 
 def _find_db(db: Path | None) -> Path:
-    """--db, else the nearest `.gbr/index.duckdb` from here upwards, like git finds `.git`."""
-    from gbr.core.errors import ConfigError
+    """--db, else the nearest `.gbr/index.duckdb` upwards, with ceilings (gbr.core.paths)."""
+    from gbr.core.paths import find_index
 
-    if db is not None:
-        return db
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / ".gbr" / "index.duckdb"
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(
-        "no index found here or in any parent folder; run `gleambrctl index PATH` or pass --db FILE"
-    )
+    return db if db is not None else find_index(Path.cwd())
 
 
 def _daemon_client(db: Path) -> DaemonClient | None:
@@ -129,9 +120,25 @@ def _note_stale(info: DaemonInfo | None, why: str) -> None:
 
 
 def _package_root(path: Path) -> Path:
-    from gbr.actors.pipeline import package_root
+    from gbr.core.paths import package_root
 
     return package_root(path)
+
+
+def _confirm_wide(root: Path, yes: bool) -> None:
+    """Ask before indexing `/`, home, or a folder with no Gleam package in sight; refuse
+    with a hint when nobody can answer."""
+    from gbr.core.errors import ConfigError
+    from gbr.core.paths import wide_folder
+
+    why = None if yes else wide_folder(root)
+    if why is None:
+        return
+    if sys.stdin.isatty() and err.is_terminal:
+        if typer.confirm(f"{why}; index everything under it?", default=False, err=True):
+            return
+        raise typer.Exit(1)
+    raise ConfigError(f"{why}; pass the path of a Gleam package, or --yes to index it anyway")
 
 
 def _parse_size(text: str) -> int:
@@ -166,6 +173,9 @@ def index(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Echo telemetry events to stderr.")
     ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Index PATH even if no gleam.toml is near.")
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Index the .gleam files under PATH (incremental: unchanged files cost one hash)."""
@@ -174,6 +184,7 @@ def index(
         from gbr.core import telemetry
 
         root = _package_root(path)
+        _confirm_wide(root, yes)
         db_path = db or default_db(root)
         telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
         options = IndexOptions(

@@ -19,11 +19,15 @@ from gbr.actors.supervisor import RestartPolicy, Supervisor
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import ConfigError, SupervisionError
+from gbr.core.errors import SupervisionError
+from gbr.core.paths import check_root, default_db, package_root
 from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.store import Store
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
+
+# Package-path logic lives in gbr.core.paths; these names stay importable from here.
+__all__ = ["IndexOptions", "check_root", "default_db", "package_root", "run_index"]
 
 
 @dataclass
@@ -45,18 +49,6 @@ class IndexOptions:
     # Set it to end a run early (a daemon shutting down): files already written are kept,
     # and the full-text index is still rebuilt for them.
     cancel: threading.Event | None = None
-
-
-def default_db(root: Path) -> Path:
-    return root / ".gbr" / "index.duckdb"
-
-
-def package_root(path: Path) -> Path:
-    """The folder to index, resolved; anything else is a ConfigError that says so."""
-    root = path.expanduser().resolve()
-    if not root.is_dir():
-        raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
-    return root
 
 
 def run_index(
@@ -200,20 +192,6 @@ def _wait(finished: threading.Event, timeout: float | None, cancel: threading.Ev
         if deadline is not None and time.monotonic() > deadline:
             return False
     return True
-
-
-def check_root(store: Store, root: Path, db: Path) -> None:
-    """One index file serves one root: paths in it are relative to that root.
-
-    An index inside its own tree moves with it, so only an outside one is checked.
-    """
-    have = store.meta().get("root")
-    if have is None or db.resolve().is_relative_to(root):
-        store.set_meta(root=str(root))
-    elif have != str(root):
-        raise ConfigError(
-            f"{store.path} indexes {have}, not {root}; pass --db with another file for this tree"
-        )
 
 
 def stop_everything() -> None:
