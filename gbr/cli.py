@@ -192,6 +192,7 @@ def index(
             db=db_path,
             include_deps=include_deps,
             max_bytes=_parse_size(max_file_size),
+            staged=True,  # readers keep the last complete index meanwhile
         )
         client = _daemon_client(db_path)
         if client is not None:
@@ -296,7 +297,7 @@ def search(
     with _errors(debug):
         from gbr.core.errors import ConfigError
         from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
-        from gbr.core.store import Store
+        from gbr.core.snapshot import open_for_reading
 
         if mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
@@ -311,7 +312,7 @@ def search(
             with client:
                 _search_through(client, query, body, json_out)
             return
-        with Store.open(db_path, read_only=True) as store:
+        with open_for_reading(db_path) as store:
             searcher = Searcher(store, _load_model(model_dir))
             if query == "-":
                 for line in sys.stdin:
@@ -550,7 +551,8 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with _errors(debug):
-        from gbr.core.store import Store, status_report
+        from gbr.core.snapshot import open_for_reading
+        from gbr.core.store import status_report
 
         db_path = _find_db(db)
         client = _daemon_client(db_path)
@@ -558,7 +560,7 @@ def status(
             with client:
                 report = client.status()
         else:
-            with Store.open(db_path, read_only=True) as store:
+            with open_for_reading(db_path) as store:
                 report = status_report(store)
         if json_out:
             sys.stdout.write(json.dumps(report, indent=2) + "\n")

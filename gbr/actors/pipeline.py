@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import SupervisionError
 from gbr.core.paths import check_root, default_db, package_root
 from gbr.core.records import FileProblem, IndexSummary
+from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
 from gbr.core.store import Store
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
@@ -49,6 +50,10 @@ class IndexOptions:
     # Set it to end a run early (a daemon shutting down): files already written are kept,
     # and the full-text index is still rebuilt for them.
     cancel: threading.Event | None = None
+    # Write a copy and rename it over the index at the end, so that readers in other
+    # processes keep the last complete index meanwhile (gbr.core.snapshot). Not for a
+    # daemon: it holds the index, and the writer lock, for its whole life.
+    staged: bool = False
 
 
 def run_index(
@@ -57,18 +62,14 @@ def run_index(
     progress: ProgressCallback | None = None,
 ) -> IndexSummary:
     """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying."""
+    if options.staged:
+        return _run_staged(options, model, progress)
     root = package_root(options.root)
     started = time.monotonic()
     summary = IndexSummary(root=str(root), db=str(options.db))
     budget = chunk_budget(model.max_tokens, options.embed_format)
     with Store.open(options.db) as store:
-        summary.reindex_reason = store.prepare(
-            model_id=model.model_id,
-            # The chunk size is part of what the chunker produces.
-            chunker_version=f"{CHUNKER_VERSION}/{budget}",
-            dim=model.dim,
-            embed_format=options.embed_format,
-        )
+        summary.reindex_reason = store.prepare(**_index_meta(model, options.embed_format))
         check_root(store, root, options.db)
         states = store.file_states()
     only = options.only
@@ -179,6 +180,59 @@ def run_index(
         coordinator.stop(block=True)
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
+
+
+def _index_meta(model: OnnxEmbedder, embed_format: str) -> dict[str, Any]:
+    """What `Store.prepare` records and checks: a change to any of it re-indexes everything."""
+    budget = chunk_budget(model.max_tokens, embed_format)
+    return {
+        "model_id": model.model_id,
+        # The chunk size is part of what the chunker produces.
+        "chunker_version": f"{CHUNKER_VERSION}/{budget}",
+        "dim": model.dim,
+        "embed_format": embed_format,
+    }
+
+
+def _run_staged(
+    options: IndexOptions, model: OnnxEmbedder, progress: ProgressCallback | None
+) -> IndexSummary:
+    """One writer at a time writes a copy; readers keep the old index until the rename.
+
+    A run that would change nothing writes nothing. An interrupted run, or one whose actors
+    gave up, still commits the files it finished, as a run in place would have kept them.
+    """
+    root = package_root(options.root)
+    with WriterLock(options.db):
+        if options.only is None:
+            walk = WalkOptions(include_deps=options.include_deps, max_bytes=options.max_bytes)
+            want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
+            same = unchanged_summary(options.db, root, walk, want)
+            if same is not None:
+                log().info("index_unchanged", files=same.files_seen, seconds=same.seconds)
+                return same
+        staged = StagedIndex(options.db)
+        work = replace(options, db=staged.path, staged=False)
+        try:
+            staged.begin()
+            summary = run_index(work, model, progress)
+        except (KeyboardInterrupt, SupervisionError):
+            _commit_or_discard(staged, None)
+            raise
+        except BaseException:
+            staged.discard()
+            raise
+        summary.db = str(options.db)
+        _commit_or_discard(staged, summary)
+        return summary
+
+
+def _commit_or_discard(staged: StagedIndex, summary: IndexSummary | None) -> None:
+    try:
+        staged.commit(summary)
+    except BaseException:
+        staged.discard()
+        raise
 
 
 def _wait(finished: threading.Event, timeout: float | None, cancel: threading.Event | None) -> bool:

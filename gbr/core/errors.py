@@ -3,6 +3,7 @@
 GbrError                 every error gbr raises on purpose; its message ends with the fix
 ├── ConfigError          a bad option, path or model location
 ├── StoreError           the DuckDB file cannot be opened, read or written
+│   └── IndexBusyError   another process is writing the index; try again (exit code 75)
 ├── IndexEmptyError      a query against an index that holds nothing yet
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
@@ -30,6 +31,15 @@ class ConfigError(GbrError):
 
 class StoreError(GbrError):
     """The DuckDB file cannot be opened, read or written."""
+
+
+class IndexBusyError(StoreError):
+    """Another process writes the index and it could not be read within a short bound.
+
+    75 is EX_TEMPFAIL from sysexits.h: a script may simply try again later.
+    """
+
+    exit_code = 75
 
 
 class IndexEmptyError(GbrError):
