@@ -551,7 +551,7 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with _errors(debug):
-        from gbr.core.snapshot import open_for_reading
+        from gbr.core.snapshot import lock_holder, open_for_reading
         from gbr.core.store import status_report
 
         db_path = _find_db(db)
@@ -562,6 +562,9 @@ def status(
         else:
             with open_for_reading(db_path) as store:
                 report = status_report(store)
+            holder = lock_holder(db_path)
+            if holder is not None and holder[1] == "index":
+                report["index_run_pid"] = holder[0]  # the figures are of the last complete run
         if json_out:
             sys.stdout.write(json.dumps(report, indent=2) + "\n")
             return
@@ -571,6 +574,11 @@ def status(
                 f"up {report['uptime_seconds']:.0f} s, watcher {report['watcher']}, "
                 f"{report['restarts']} restarts, {report['queue_depth']} queued"
                 + (f", indexing ({report['indexing']})" if report["indexing"] else "")
+            )
+        if report.get("index_run_pid"):
+            out.print(
+                f"an index run (pid {report['index_run_pid']}) is in progress; "
+                "this is the last complete index"
             )
         out.print(f"index  {escape(report['db'])} ({report['db_bytes'] / 1e6:.1f} MB)")
         out.print(f"root   {escape(str(report['root']))}")

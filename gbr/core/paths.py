@@ -87,8 +87,7 @@ def find_index(start: Path, env: Mapping[str, str] | None = None) -> Path:
             return candidate
         last = folder
     raise ConfigError(
-        f"no index found in {start} or its parent folders up to {last}; "
-        "run `gleambrctl index PATH` or pass --db FILE"
+        f"no index found from here up to {last}; run `gleambrctl index PATH` or pass --db FILE"
     )
 
 

@@ -34,7 +34,7 @@ def test_an_index_above_the_ceiling_is_not_found(tmp_path: Path) -> None:
     blocked = run("status", cwd=start, **{CEILING_ENV: str(outer)})
     assert blocked.returncode == 2
     assert one_line(blocked.stderr) == (
-        f"error: no index found in {start} or its parent folders up to {outer / 'notes'}; "
+        f"error: no index found from here up to {outer / 'notes'}; "
         "run `gleambrctl index PATH` or pass --db FILE"
     )
     assert blocked.stdout == ""
@@ -47,7 +47,7 @@ def test_search_stops_at_the_package_root(tmp_path: Path) -> None:
     assert (tmp_path / ".gbr" / "index.duckdb").is_file()
     result = run("search", "isbn", cwd=pkg / "src")
     assert result.returncode == 2
-    assert f"parent folders up to {pkg};" in one_line(result.stderr)
+    assert f"from here up to {pkg};" in one_line(result.stderr)
     own = run("index", str(pkg), cwd=tmp_path)
     assert own.returncode == 0, own.stderr
     assert run("search", "isbn", "--json", cwd=pkg / "src").returncode == 0
@@ -70,3 +70,31 @@ def test_index_refuses_a_folder_with_no_package_unless_told(tmp_path: Path) -> N
     assert forced.returncode == 0, forced.stderr
     assert (home / ".gbr" / "index.duckdb").is_file()
     assert '"files_indexed": 5' in forced.stdout
+
+
+def test_index_asks_on_a_terminal_before_a_folder_with_no_package(tmp_path: Path) -> None:
+    import pexpect
+
+    folder = tmp_path / "notes"
+    (folder / "a").mkdir(parents=True)
+    env = {**os.environ, "TERM": "xterm", "NO_COLOR": "1"}
+    child = pexpect.spawn(
+        CTL, ["index", str(folder)], env=env, encoding="utf-8", timeout=60, dimensions=(40, 200)
+    )
+    child.expect_exact(f"{folder} holds no gleam.toml within 3 levels; index everything under it?")
+    child.sendline("n")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 1
+    assert not (folder / ".gbr").exists()
+
+    child = pexpect.spawn(
+        CTL, ["index", str(folder)], env=env, encoding="utf-8", timeout=120, dimensions=(40, 200)
+    )
+    child.expect_exact("index everything under it?")
+    child.sendline("y")
+    child.expect_exact("files seen: 0 indexed")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert (folder / ".gbr" / "index.duckdb").is_file()

@@ -74,7 +74,7 @@ def test_search_and_status_read_the_last_complete_index_during_a_run(tmp_path: P
         env={**os.environ, "NO_COLOR": "1"},
     )
     reads_during_run = 0
-    saw_the_copy = False
+    saw_the_copy = named_the_run = False
     problems: list[str] = []
     try:
         turn = 0
@@ -91,7 +91,9 @@ def test_search_and_status_read_the_last_complete_index_during_a_run(tmp_path: P
                 problems.append(f"{command[0]} exited {result.returncode}: {result.stderr}")
                 continue
             if command[0] == "status":
-                files = json.loads(result.stdout)["files_ok"]
+                report = json.loads(result.stdout)
+                named_the_run |= report.get("index_run_pid") == writer.pid
+                files = report["files_ok"]
                 # Either the old complete index or the new one, never a run half-done.
                 if files not in (4, 200):
                     problems.append(f"status saw {files} files")
@@ -103,7 +105,7 @@ def test_search_and_status_read_the_last_complete_index_during_a_run(tmp_path: P
             writer.wait()
     assert writer.returncode == 0, err
     assert problems == []
-    assert saw_the_copy and reads_during_run >= 2
+    assert saw_the_copy and named_the_run and reads_during_run >= 2
     assert json.loads(out)["files_indexed"] == 196
 
     # The index the run left answers exactly as one built from nothing.

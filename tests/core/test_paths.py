@@ -54,7 +54,7 @@ def test_an_index_above_a_ceiling_is_not_found(tmp_path: Path) -> None:
     plant_index(outer)
     assert find_index(start, {}) == outer / ".gbr" / "index.duckdb"  # no ceiling: found
     env = {CEILING_ENV: f"/nonexistent:relative/ignored:{outer}"}
-    with pytest.raises(ConfigError, match="no index found in"):
+    with pytest.raises(ConfigError, match="no index found from here up to"):
         find_index(start, env)
     # The start folder itself is always looked at, even when it is a ceiling.
     assert find_index(outer, env) == outer / ".gbr" / "index.duckdb"
