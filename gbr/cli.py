@@ -184,9 +184,7 @@ def index(
         from gbr.core import telemetry
 
         root = _package_root(path)
-        _confirm_wide(root, yes)
         db_path = db or default_db(root)
-        telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
         options = IndexOptions(
             root=root,
             db=db_path,
@@ -194,6 +192,8 @@ def index(
             max_bytes=_parse_size(max_file_size),
             staged=True,  # readers keep the last complete index meanwhile
         )
+        _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
+        telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
         client = _daemon_client(db_path)
         if client is not None:
             summary = _index_through(client, root, db_path, quiet=json_out)

@@ -25,8 +25,7 @@ def one_line(text: str) -> str:
 
 def test_an_index_above_the_ceiling_is_not_found(tmp_path: Path) -> None:
     outer = copy_small(tmp_path / "outer")
-    (outer / "gleam.toml").unlink()  # a folder someone indexed, not a package
-    assert run("index", str(outer), "--yes", cwd=tmp_path).returncode == 0
+    assert run("index", str(outer), cwd=tmp_path).returncode == 0
     start = outer / "notes" / "empty"
     start.mkdir(parents=True)
     below = run("status", cwd=start)  # the conftest ceiling is above tmp_path: found
