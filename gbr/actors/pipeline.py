@@ -213,8 +213,8 @@ def _run_staged(
                 return same
         staged = StagedIndex(options.db)
         work = replace(options, db=staged.path, staged=False)
+        staged.begin()  # a copy cut short is never committed; the next run removes it
         try:
-            staged.begin()
             summary = run_index(work, model, progress)
         except (KeyboardInterrupt, SupervisionError):
             _commit_or_discard(staged, None)
