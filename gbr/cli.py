@@ -178,19 +178,10 @@ def _load_model(model_dir: Path | None) -> OnnxEmbedder:
 
 
 def _find_db(db: Path | None) -> Path:
-    """--db, else the nearest `.gbr/index.duckdb` from here upwards, like git finds `.git`."""
-    from gbr.core.errors import ConfigError
+    """--db, else the nearest `.gbr/index.duckdb` upwards, with ceilings (gbr.core.paths)."""
+    from gbr.core.paths import find_index
 
-    if db is not None:
-        return db
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / ".gbr" / "index.duckdb"
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(
-        "no index found here or in any parent folder; run `gleambrctl index PATH` or pass --db FILE"
-    )
+    return db if db is not None else find_index(Path.cwd())
 
 
 def _daemon_client(db: Path) -> DaemonClient | None:
@@ -217,9 +208,25 @@ def _note_stale(info: DaemonInfo | None, why: str) -> None:
 
 
 def _package_root(path: Path) -> Path:
-    from gbr.actors.pipeline import package_root
+    from gbr.core.paths import package_root
 
     return package_root(path)
+
+
+def _confirm_wide(root: Path, yes: bool) -> None:
+    """Ask before indexing `/`, home, or a folder with no Gleam package in sight; refuse
+    with a hint when nobody can answer."""
+    from gbr.core.errors import ConfigError
+    from gbr.core.paths import wide_folder
+
+    why = None if yes else wide_folder(root)
+    if why is None:
+        return
+    if sys.stdin.isatty() and err.is_terminal:
+        if typer.confirm(f"{why}; index everything under it?", default=False, err=True):
+            return
+        raise typer.Exit(1)
+    raise ConfigError(f"{why}; pass the path of a Gleam package, or --yes to index it anyway")
 
 
 def _parse_size(text: str, option: str = "--max-file-size") -> int:
@@ -267,6 +274,9 @@ def index(
             "--follow-outside-links", help="Follow symlinks that lead out of PATH (off: skipped)."
         ),
     ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Index PATH even if no gleam.toml is near.")
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Index the .gleam files under PATH (incremental: unchanged files cost one hash).
@@ -279,16 +289,18 @@ def index(
 
         root = _package_root(path)
         db_path = db or default_db(root)
-        command.db = db_path
-        prepare_folder(db_path)
-        _telemetry(db_path, echo=verbose)
         options = IndexOptions(
             root=root,
             db=db_path,
             include_deps=include_deps,
             max_bytes=_parse_size(max_file_size),
             follow_outside_links=follow_outside_links,
+            staged=True,  # readers keep the last complete index meanwhile
         )
+        _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
+        command.db = db_path
+        prepare_folder(db_path)
+        _telemetry(db_path, echo=verbose)
         client = _daemon_client(db_path)
         if client is not None:
             if rebuild:
@@ -422,7 +434,7 @@ def search(
         from gbr.core.errors import ConfigError
         from gbr.core.filter_hint import add_filter_hint
         from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
-        from gbr.core.store import Store
+        from gbr.core.snapshot import open_for_reading
 
         if mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
@@ -440,7 +452,7 @@ def search(
             with client:
                 _search_through(client, query, body, json_out, vimgrep)
             return
-        with Store.open(db_path, read_only=True) as store:
+        with open_for_reading(db_path) as store:
             searcher = Searcher(store, _load_model(model_dir))
             root = store.meta().get("root")
             if query == "-":
@@ -712,7 +724,8 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with _errors(debug) as command:
-        from gbr.core.store import Store, status_report
+        from gbr.core.snapshot import lock_holder, open_for_reading
+        from gbr.core.store import status_report
 
         db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
@@ -720,8 +733,11 @@ def status(
             with client:
                 report = client.status()
         else:
-            with Store.open(db_path, read_only=True) as store:
+            with open_for_reading(db_path) as store:
                 report = status_report(store)
+            holder = lock_holder(db_path)
+            if holder is not None and holder[1] == "index":
+                report["index_run_pid"] = holder[0]  # the figures are of the last complete run
         if json_out:
             from gbr.cli_output import stamped
 
@@ -733,6 +749,11 @@ def status(
                 f"up {report['uptime_seconds']:.0f} s, watcher {report['watcher']}, "
                 f"{report['restarts']} restarts, {report['queue_depth']} queued"
                 + (f", indexing ({report['indexing']})" if report["indexing"] else "")
+            )
+        if report.get("index_run_pid"):
+            out.print(
+                f"an index run (pid {report['index_run_pid']}) is in progress; "
+                "this is the last complete index"
             )
         out.print(f"index  {escape(report['db'])} ({report['db_bytes'] / 1e6:.1f} MB)")
         out.print(f"root   {escape(str(report['root']))}")

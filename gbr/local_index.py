@@ -26,6 +26,7 @@ from gbr.core.llm import LlmProvider, get_provider
 from gbr.core.oracle import AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
 from gbr.core.rerank import ask_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher, search_json
+from gbr.core.snapshot import open_for_reading
 from gbr.core.store import Store, status_report
 from gbr.core.walker import DEFAULT_MAX_BYTES
 from gbr.daemon.discovery import lock_held
@@ -107,7 +108,7 @@ class LocalIndex:
                 f"(or run `gleambrctl index {self.settings.root}`)"
             )
         try:
-            return stack.enter_context(Store.open(db, read_only=True))
+            return stack.enter_context(open_for_reading(db))
         except StoreError:
             if lock_held(db):  # between a daemon's lock and its daemon.json, either way
                 raise DaemonError(
@@ -167,7 +168,7 @@ class LocalIndex:
     def reindex(self, progress: ProgressCallback | None) -> dict[str, Any]:
         s = self.settings
         options = IndexOptions(
-            root=s.root, db=s.db, include_deps=s.include_deps, max_bytes=s.max_bytes
+            root=s.root, db=s.db, include_deps=s.include_deps, max_bytes=s.max_bytes, staged=True
         )
         model = self.model
         with self._access.exclusive():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,16 @@ from gbr.actors.supervisor import RestartPolicy, Supervisor
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import ConfigError, SupervisionError
+from gbr.core.errors import SupervisionError
+from gbr.core.paths import check_root, default_db, package_root
 from gbr.core.records import FileProblem, IndexSummary
+from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
 from gbr.core.store import Store
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
+
+# Package-path logic lives in gbr.core.paths; these names stay importable from here.
+__all__ = ["IndexOptions", "check_root", "default_db", "package_root", "run_index"]
 
 
 @dataclass
@@ -46,18 +51,10 @@ class IndexOptions:
     # Set it to end a run early (a daemon shutting down): files already written are kept,
     # and the full-text index is still rebuilt for them.
     cancel: threading.Event | None = None
-
-
-def default_db(root: Path) -> Path:
-    return root / ".gbr" / "index.duckdb"
-
-
-def package_root(path: Path) -> Path:
-    """The folder to index, resolved; anything else is a ConfigError that says so."""
-    root = path.expanduser().resolve()
-    if not root.is_dir():
-        raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
-    return root
+    # Write a copy and rename it over the index at the end, so that readers in other
+    # processes keep the last complete index meanwhile (gbr.core.snapshot). Not for a
+    # daemon: it holds the index, and the writer lock, for its whole life.
+    staged: bool = False
 
 
 def run_index(
@@ -66,18 +63,14 @@ def run_index(
     progress: ProgressCallback | None = None,
 ) -> IndexSummary:
     """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying."""
+    if options.staged:
+        return _run_staged(options, model, progress)
     root = package_root(options.root)
     started = time.monotonic()
     summary = IndexSummary(root=str(root), db=str(options.db))
     budget = chunk_budget(model.max_tokens, options.embed_format)
     with Store.open(options.db) as store:
-        summary.reindex_reason = store.prepare(
-            model_id=model.model_id,
-            # The chunk size is part of what the chunker produces.
-            chunker_version=f"{CHUNKER_VERSION}/{budget}",
-            dim=model.dim,
-            embed_format=options.embed_format,
-        )
+        summary.reindex_reason = store.prepare(**_index_meta(model, options.embed_format))
         check_root(store, root, options.db)
         states = store.file_states()
     only = options.only
@@ -194,6 +187,59 @@ def run_index(
     return summary
 
 
+def _index_meta(model: OnnxEmbedder, embed_format: str) -> dict[str, Any]:
+    """What `Store.prepare` records and checks: a change to any of it re-indexes everything."""
+    budget = chunk_budget(model.max_tokens, embed_format)
+    return {
+        "model_id": model.model_id,
+        # The chunk size is part of what the chunker produces.
+        "chunker_version": f"{CHUNKER_VERSION}/{budget}",
+        "dim": model.dim,
+        "embed_format": embed_format,
+    }
+
+
+def _run_staged(
+    options: IndexOptions, model: OnnxEmbedder, progress: ProgressCallback | None
+) -> IndexSummary:
+    """One writer at a time writes a copy; readers keep the old index until the rename.
+
+    A run that would change nothing writes nothing. An interrupted run, or one whose actors
+    gave up, still commits the files it finished, as a run in place would have kept them.
+    """
+    root = package_root(options.root)
+    with WriterLock(options.db):
+        if options.only is None:
+            walk = WalkOptions(include_deps=options.include_deps, max_bytes=options.max_bytes)
+            want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
+            same = unchanged_summary(options.db, root, walk, want)
+            if same is not None:
+                log().info("index_unchanged", files=same.files_seen, seconds=same.seconds)
+                return same
+        staged = StagedIndex(options.db)
+        work = replace(options, db=staged.path, staged=False)
+        staged.begin()  # a copy cut short is never committed; the next run removes it
+        try:
+            summary = run_index(work, model, progress)
+        except (KeyboardInterrupt, SupervisionError):
+            _commit_or_discard(staged, None)
+            raise
+        except BaseException:
+            staged.discard()
+            raise
+        summary.db = str(options.db)
+        _commit_or_discard(staged, summary)
+        return summary
+
+
+def _commit_or_discard(staged: StagedIndex, summary: IndexSummary | None) -> None:
+    try:
+        staged.commit(summary)
+    except BaseException:
+        staged.discard()
+        raise
+
+
 def _wait(finished: threading.Event, timeout: float | None, cancel: threading.Event | None) -> bool:
     """Wait for the run to finish, or for `cancel`; False only when the timeout ran out."""
     if cancel is None:
@@ -205,20 +251,6 @@ def _wait(finished: threading.Event, timeout: float | None, cancel: threading.Ev
         if deadline is not None and time.monotonic() > deadline:
             return False
     return True
-
-
-def check_root(store: Store, root: Path, db: Path) -> None:
-    """One index file serves one root: paths in it are relative to that root.
-
-    An index inside its own tree moves with it, so only an outside one is checked.
-    """
-    have = store.meta().get("root")
-    if have is None or db.resolve().is_relative_to(root):
-        store.set_meta(root=str(root))
-    elif have != str(root):
-        raise ConfigError(
-            f"{store.path} indexes {have}, not {root}; pass --db with another file for this tree"
-        )
 
 
 def stop_everything() -> None:

@@ -4,6 +4,7 @@ GbrError                 every error gbr raises on purpose; its message ends wit
 ├── ConfigError          a bad option, path or model location
 ├── StoreError           the DuckDB file cannot be opened, read or written
 │   └── IndexCorruptError  the file is damaged; `gleambrctl index --rebuild` recreates it
+│   └── IndexBusyError   another process is writing the index; try again (exit code 75)
 ├── IndexEmptyError      a query against an index that holds nothing yet
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
@@ -39,6 +40,15 @@ class IndexCorruptError(StoreError):
     def __init__(self, message: str, *, detail: str = "") -> None:
         super().__init__(message)
         self.detail = detail  # what is wrong with the file, without the fix
+
+
+class IndexBusyError(StoreError):
+    """Another process writes the index and it could not be read within a short bound.
+
+    75 is EX_TEMPFAIL from sysexits.h: a script may simply try again later.
+    """
+
+    exit_code = 75
 
 
 class IndexEmptyError(GbrError):
