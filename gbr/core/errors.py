@@ -3,6 +3,7 @@
 GbrError                 every error gbr raises on purpose; its message ends with the fix
 ├── ConfigError          a bad option, path or model location
 ├── StoreError           the DuckDB file cannot be opened, read or written
+│   └── StoreWriteError  a write or commit failed (no permission, disk full...); retry later
 ├── IndexEmptyError      a query against an index that holds nothing yet
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
@@ -30,6 +31,12 @@ class ConfigError(GbrError):
 
 class StoreError(GbrError):
     """The DuckDB file cannot be opened, read or written."""
+
+
+class StoreWriteError(StoreError):
+    """A write to the index failed and was rolled back: the cause is outside gbr and may pass.
+
+    The daemon catches it to keep a batch and retry it; a run stops at the first one."""
 
 
 class IndexEmptyError(GbrError):

@@ -1,0 +1,153 @@
+"""Issue 15, item 2: an index run never hangs when its start fails or the file is busy.
+
+On main, an actor whose `on_start` failed (its store could not be opened: another process
+held the file for a moment) died without its supervisor hearing of it, the messages queued
+for it were dropped, and `run_index` waited for them forever.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from gbr.actors.faults import FaultPlan
+from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.actors.supervisor import RestartPolicy
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import SupervisionError
+from gbr.core.store import Store
+from tests.faults.conftest import ctl, held_by_another_process, start_ctl
+
+BOUND = 240.0  # seconds: far above a loaded machine's run; reaching it means a hang
+
+
+def bounded(call: Callable[[], Any], timeout: float = BOUND) -> Any:
+    """`call()` on a thread; a hang fails the test instead of the suite."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"hung for {timeout:g} s"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def chunk_keys(db: Path) -> Counter[tuple[str, str, str, int]]:
+    with Store.open(db, read_only=True) as store:
+        return Counter(store.con.execute("SELECT path, kind, name, part FROM chunks").fetchall())
+
+
+@pytest.fixture
+def clean(small_example: Path, model: OnnxEmbedder, tmp_path: Path) -> Counter:
+    db = tmp_path / "clean.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    return chunk_keys(db)
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        # The writer's first start fails: nothing reached it yet, or it was queued.
+        FaultPlan(start_at={"writer": {1}}),
+        # The embedder crashes on its 2nd message, and its next incarnation fails to start
+        # while the parsers keep queueing: the redelivered message and the queue move on.
+        FaultPlan(crash_at={"embedder": {2}}, start_at={"embedder": {2}}),
+    ],
+    ids=["writer-first-start", "embedder-restart-fails-to-start"],
+)
+def test_a_failed_start_is_restarted_like_a_crash_and_nothing_queued_is_lost(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path, clean: Counter, faults: FaultPlan
+) -> None:
+    db = tmp_path / "started.duckdb"
+    with structlog.testing.capture_logs() as events:
+        summary = bounded(
+            lambda: run_index(
+                IndexOptions(root=small_example, db=db, batch_chunks=4, faults=faults), model
+            )
+        )
+    assert sum(faults.crashes.values()) == sum(len(s) for s in faults.start_at.values()) + sum(
+        len(s) for s in faults.crash_at.values()
+    )
+    assert any(e["event"] == "actor_start_failed" for e in events)
+    assert summary.dead_letters == 0 and summary.files_dropped == 0
+    assert chunk_keys(db) == clean  # every chunk, once
+
+
+def test_a_start_that_keeps_failing_ends_the_run_with_one_error(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> None:
+    options = IndexOptions(
+        root=small_example,
+        db=tmp_path / "never.duckdb",
+        faults=FaultPlan(start_at={"writer": set(range(1, 50))}),
+        policy=RestartPolicy(max_restarts=3, within_seconds=60),
+    )
+    with pytest.raises(SupervisionError, match="the writer crashed 4 times") as info:
+        bounded(lambda: run_index(options, model))
+    assert "injected failure of writer's start" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_an_index_held_by_another_process_is_waited_for_then_indexed(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """main: `error: cannot open index ...: Could not set lock` at once, exit 1."""
+    db = small_example / ".gbr" / "index.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn waited() { 1 }\n")
+    with held_by_another_process(db, seconds=3):
+        started = time.monotonic()
+        done = ctl("index", ".", "--json", cwd=small_example, home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < BOUND
+    assert '"files_indexed": 1' in done.stdout
+    assert "index_busy" in (small_example / ".gbr" / "events.jsonl").read_text()
+
+
+def test_an_index_held_too_long_fails_with_one_line_naming_the_holder(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> None:
+    db = small_example / ".gbr" / "index.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    with held_by_another_process(db, seconds=600) as holder:
+        started = time.monotonic()
+        done = ctl("index", ".", cwd=small_example, home=tmp_path / "home")
+        waited = time.monotonic() - started
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: the index ")
+    assert "is in use by another process" in lines[0]
+    assert f"PID {holder.pid}" in lines[0] and "run again" in lines[0]
+    assert 10 <= waited < BOUND  # it waited the bounded while first
+
+
+def test_two_index_runs_started_together_both_end(small_example: Path, tmp_path: Path) -> None:
+    """Each succeeds (the second waits for the first), or fails with one line; none hangs."""
+    runs = [
+        start_ctl("index", ".", "--json", cwd=small_example, home=tmp_path / f"home{i}")
+        for i in range(2)
+    ]
+    outcomes = []
+    for proc in runs:
+        out, err = proc.communicate(timeout=BOUND)
+        outcomes.append((proc.returncode, out, err))
+    for code, _, err in outcomes:
+        assert code == 0 or (code == 1 and len(err.strip().splitlines()) == 1), err
+        assert "Traceback" not in err
+    assert any(code == 0 for code, _, _ in outcomes)
