@@ -249,7 +249,7 @@ class Store:
         bytes kept as surrogates) is stored with `\xff` escapes: DuckDB takes only UTF-8,
         and the reason must still reach `status`.
         """
-        path = _storable(problem.path)
+        path = storable_text(problem.path)
         with self.transaction():
             kept = self.con.execute(
                 "SELECT count(*) FROM chunks WHERE path = ?", [path]
@@ -260,13 +260,13 @@ class Store:
                 "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, 'failed', ?, ?, ?)",
                 [
                     path,
-                    _storable(source.module) if source else None,
+                    storable_text(source.module) if source else None,
                     source.package if source else None,
                     source.content_hash if source else None,
                     source.size if source else None,
                     source.mtime if source else None,
                     problem.kind,
-                    _storable(problem.reason),
+                    storable_text(problem.reason),
                     time.time(),
                 ],
             )
@@ -758,8 +758,11 @@ def _chunks_table(items: Sequence[StoredChunk]) -> pa.Table:
     return pa.table(arrays)
 
 
-def _storable(text: str) -> str:
-    """`text` as valid UTF-8: undecodable bytes (surrogate escapes) become `\xff` escapes."""
+def storable_text(text: str) -> str:
+    """`text` as valid UTF-8: undecodable bytes (surrogate escapes) become `\xff` escapes.
+
+    A file name that is not UTF-8 reaches Python as surrogates, which neither DuckDB nor a
+    JSON encoder takes."""
     try:
         text.encode()
         return text

@@ -57,6 +57,7 @@ def ctl(
         env=clean_env(home, **{"COLUMNS": WIDE, **env}),
         capture_output=True,
         text=True,
+        errors="surrogateescape",  # a name that is not UTF-8 comes back as it went in
         timeout=timeout,
     )
 
