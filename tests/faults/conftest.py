@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import CTL
 from tests.daemon.conftest import clean_env
+from tests.daemon.conftest import daemons as daemons  # the fixture, for this suite too
 
 WIDE = "1000"  # terminal columns: the CLI's one-line errors are not wrapped in tests
 # Opens the index read-only, says so, and keeps it open until killed or `seconds` pass.
