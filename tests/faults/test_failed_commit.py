@@ -97,4 +97,4 @@ def test_a_daemon_whose_folder_turns_read_only_indexes_the_save_once_it_is_writa
         "the save to be indexed once the folder is writable",
         BOUND,
     )
-    assert daemon.get("/health").json()["status"] == "ok"
+    wait_until(lambda: daemon.get("/health").json()["status"] == "ok", "health ok", BOUND)

@@ -72,7 +72,9 @@ def test_a_watcher_killed_by_an_undecodable_name_restarts_and_later_saves_are_in
         "a save after the restart to be searchable",
         BOUND,
     )
-    assert client.get("/health").json()["status"] == "ok"  # it is back: not degraded
+    # Back: not degraded. (A full pass reads the bad file, and watchfiles dies on the
+    # event that read makes too, so more restarts may come until the walker skips it.)
+    wait_until(lambda: client.get("/health").json()["status"] == "ok", "health ok", BOUND)
     assert client.get("/status").json()["watcher_restarts"] >= 1
 
 
