@@ -46,7 +46,8 @@ def watching(
             wait_until(
                 lambda: daemon.first_pass.is_set() and daemon.indexing is None, "first pass", BOUND
             )
-        return daemon, TestClient(create_app(daemon))
+        # A loopback Host, as the daemon's gate requires of every request.
+        return daemon, TestClient(create_app(daemon), base_url="http://127.0.0.1")
 
     yield start
     for daemon in made:
