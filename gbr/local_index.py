@@ -21,6 +21,7 @@ from gbr.actors.oracle import AskQuestion, ask_once
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import DaemonError, IndexEmptyError, MissingKeyError, StoreError
+from gbr.core.filter_hint import add_filter_hint
 from gbr.core.llm import LlmProvider, get_provider
 from gbr.core.oracle import AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
 from gbr.core.rerank import ask_reranker_spec, load_reranker
@@ -118,7 +119,7 @@ class LocalIndex:
         model = self.model
         with self._reading() as store:
             hits = Searcher(store, model).search(query, k, mode, where)
-        return search_json(query, mode, hits)
+            return add_filter_hint(search_json(query, mode, hits), store, where)
 
     def ask(
         self,

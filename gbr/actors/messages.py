@@ -95,6 +95,21 @@ class FileDone:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunksQueued:
+    """Coordinator: the embedder took `files` files, of whose chunks `chunks` need vectors."""
+
+    files: int
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunksEmbedded:
+    """Coordinator: `count` more chunks have vectors; sent mid-batch, so a big file shows."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class WalkFinished:
     """Coordinator: the walker has sent everything; each of these paths will report back."""
 

@@ -183,6 +183,7 @@ def _run_pipeline(
                 batch_chunks=options.batch_chunks,
                 embed_format=options.embed_format,
                 faults=faults,
+                progress_to=coordinator if progress is not None else None,
             ),
         )
         limits = ChunkLimits(max_tokens=budget)

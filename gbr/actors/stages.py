@@ -12,6 +12,8 @@ import pykka
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import (
+    ChunksEmbedded,
+    ChunksQueued,
     FileDone,
     FileEmbedded,
     FileFailed,
@@ -171,9 +173,12 @@ class EmbedderActor(_Stage):
         batch_chunks: int = 256,
         embed_format: str = DEFAULT_EMBED_FORMAT,
         faults: FaultPlan | None = None,
+        progress_to: pykka.ActorRef[Any] | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
+        # The coordinator, when someone watches progress: it hears chunks as they get vectors.
+        self.progress_to = progress_to
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
         self._pending: list[FileParsed] = []
         self._store: Store | None = None
@@ -224,7 +229,11 @@ class EmbedderActor(_Stage):
             self._faults.check_files(self._child_name, (p.path for p in batch))
         chunks = [c for p in batch for c in p.chunks]
         stored, cached = embed_chunks(
-            chunks, self.model, self._store.cached_vectors, self.embed_format
+            chunks,
+            self.model,
+            self._store.cached_vectors,
+            self.embed_format,
+            on_progress=self._reporter(len(self._pending)),
         )
         out = []
         offset = 0
@@ -261,6 +270,19 @@ class EmbedderActor(_Stage):
         if len(batch) > 1 and failed == len(batch):
             raise error
         return out
+
+    def _reporter(self, files: int) -> Callable[[int, int], None] | None:
+        watcher = self.progress_to
+        if watcher is None:
+            return None
+
+        def report(embedded: int, to_embed: int) -> None:
+            if embedded:
+                watcher.tell(ChunksEmbedded(embedded))
+            else:
+                watcher.tell(ChunksQueued(files, to_embed))
+
+        return report
 
 
 class WriterActor(_Stage):

@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from gbr.actors.coordinator import ProgressCallback
 from gbr.core.oracle import Answer
-from gbr.core.prompt import chunk_header, render_context
+from gbr.core.prompt import chunk_header, render_context, sources_line
 from gbr.core.records import Hit, IndexSummary
 
 
@@ -61,8 +61,7 @@ def answer_footer(console: Console, answer: Answer) -> None:
         return
     if not answer.text.strip():
         hint(console, "the model sent an empty answer; ask again, or /context to see what it got")
-    sources = ", ".join(f"[{h.rank}] {h.path}:{h.start_line}" for h in hits[:5])
-    console.print(f"[dim]sources: {escape(sources)}[/dim]")
+    console.print(f"[dim]sources: {escape(sources_line(answer.sources()))}[/dim]")
     unknown = [c for c in answer.citations if not c.known]
     if unknown:
         listed = ", ".join(f"{c.path}:{c.line}" for c in unknown)

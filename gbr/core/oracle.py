@@ -20,12 +20,17 @@ from gbr.core.prompt import (
     SYSTEM_PROMPT,
     Citation,
     ContextChunk,
+    Source,
     check_citations,
+    condense_messages,
     edges_first,
     fit_history,
+    followup_query,
+    leans_on_history,
     message_tokens,
     render_context,
     select,
+    sources,
     user_prompt,
 )
 from gbr.core.records import Hit
@@ -44,7 +49,9 @@ class AskOptions:
     budget: int = 3000  # estimated tokens of context
     candidates: int = 30  # fetched for the reranker to reorder
     rerank: bool = False
-    hyde: bool | None = None  # None: on for open questions when a provider is configured
+    # None: on for open questions when a provider is configured. False also turns off the
+    # follow-up rewrite: no LLM call is made before the answer.
+    hyde: bool | None = None
     hyde_timeout: float = 2.0
     dry_run: bool = False
     max_answer_tokens: int = 1024
@@ -67,10 +74,14 @@ class Answer:
     history_sent: int = 0  # earlier messages (user and assistant) sent with the question
     history_trimmed: int = 0  # earlier messages left out to keep within the budget
     cancelled: bool = False  # the caller stopped the stream; `text` is what came before
+    retrieval_query: str | None = None  # a follow-up's retrieval text (its turn, or a rewrite)
 
     def chunks_as_dicts(self) -> list[dict[str, Any]]:
         """The context sent, as `ask --json` lists it (and the daemon's `context` event)."""
         return [{**c.hit.as_dict(), "text": c.text, "truncated": c.truncated} for c in self.chunks]
+
+    def sources(self) -> list[Source]:
+        return sources(self.text, self.chunks, self.citations)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -82,9 +93,21 @@ class Answer:
             "model": self.model,
             "reranker": self.reranker,
             "hyde": self.hyde,
+            "retrieval_query": self.retrieval_query,
             "citations": [c.as_dict() for c in self.citations],
             "unknown_citations": [c.as_dict() for c in self.citations if not c.known],
             "chunks": self.chunks_as_dicts(),
+            "sources": [
+                {
+                    "rank": s.hit.rank,
+                    "path": s.hit.path,
+                    "name": s.hit.name,
+                    "start_line": s.hit.start_line,
+                    "end_line": s.hit.end_line,
+                    "cited": s.cited,
+                }
+                for s in self.sources()
+            ],
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
 
@@ -110,6 +133,7 @@ class Answer:
             model=data.get("model"),
             reranker=data.get("reranker"),
             hyde=data.get("hyde") or "off",
+            retrieval_query=data.get("retrieval_query"),
             error=data.get("error"),
             history_sent=int(data.get("history_sent") or 0),
             history_trimmed=int(data.get("history_trimmed") or 0),
@@ -155,14 +179,34 @@ class Oracle:
             return False
         return not looks_like_code(question)
 
-    def retrieve(self, question: str, options: AskOptions, answer: Answer) -> list[Hit]:
-        """Hybrid hits, fused with a HyDE snippet's neighbours when it arrives in time."""
+    def retrieve(
+        self,
+        question: str,
+        options: AskOptions,
+        answer: Answer,
+        history: Sequence[Message] = (),
+    ) -> list[Hit]:
+        """Hybrid hits, fused with a HyDE snippet's neighbours when it arrives in time.
+
+        A follow-up in a conversation is also retrieved with the turn before it (and with the
+        provider's standalone rewrite when that arrives in time), since it rarely names its
+        subject; the question alone still counts, in case the subject changed.
+        """
         started = time.perf_counter()
         use_reranker = options.rerank and self.reranker is not None
         wanted = options.candidates if use_reranker else max(options.max_chunks * 2, 10)
         depth = max(self.searcher.fusion.depth, wanted * 2)
-        hyde = self._start_hyde(question) if self.wants_hyde(question, options) else None
+        followup = followup_query(question, history)
+        # Only a question that leans on the earlier turn is worth an extra LLM call to rewrite.
+        leaning = followup is not None and leans_on_history(question)
+        condense = self._start_condense(question, history, options) if leaning else None
+        hyde_text = followup or question
+        hyde = self._start_hyde(hyde_text) if self.wants_hyde(question, options) else None
         ranked = self.searcher.ranked_ids(question, "hybrid", depth=depth)
+        if followup is not None:
+            ranked = self._with_conversation(
+                question, followup, condense, ranked, started, options, answer
+            )
         answer.timings["retrieve"] = time.perf_counter() - started
         if hyde is not None:
             ranked = self._fuse_hyde(hyde, ranked, started, options, answer, depth)
@@ -173,6 +217,55 @@ class Oracle:
             answer.reranker = self.reranker.name
             answer.timings["rerank"] = time.perf_counter() - t
         return hits
+
+    def _start_condense(
+        self, question: str, history: Sequence[Message], options: AskOptions
+    ) -> _Background | None:
+        provider = self.provider
+        # --no-hyde means no LLM call before the answer: the rewrite is off with HyDE.
+        if provider is None or options.dry_run or options.hyde is False:
+            return None
+        messages = condense_messages(question, history)
+        return _Background(lambda: provider.complete(messages, max_tokens=120, temperature=0.0))
+
+    def _with_conversation(
+        self,
+        question: str,
+        followup: str,
+        condense: _Background | None,
+        ranked: list[tuple[int, float]],
+        started: float,
+        options: AskOptions,
+        answer: Answer,
+    ) -> list[tuple[int, float]]:
+        """The question's ranking fused with the conversation's (and the rewrite's, if in time)."""
+        depth = len(ranked) or self.searcher.fusion.depth
+        lists = {
+            "question": [doc for doc, _ in ranked],
+            "followup": [
+                doc for doc, _ in self.searcher.ranked_ids(followup, "hybrid", depth=depth)
+            ],
+        }
+        answer.retrieval_query = followup
+        if condense is not None:
+            arrived = condense.wait(options.hyde_timeout - (time.perf_counter() - started))
+            rewritten = (condense.result or "").strip().splitlines()
+            if arrived and condense.error is None and rewritten:
+                answer.retrieval_query = rewritten[0].strip()
+                lists["condensed"] = [
+                    doc
+                    for doc, _ in self.searcher.ranked_ids(
+                        answer.retrieval_query, "hybrid", depth=depth
+                    )
+                ]
+            else:
+                reason = "time box" if not arrived else _describe(condense.error or ValueError())
+                log().info("condense_skipped", reason=reason)
+        # A question that leans on the earlier turn lacks its subject, so the conversation's
+        # ranking leads; a standalone one leads itself, so a new subject is not dragged back.
+        leaning = leans_on_history(question)
+        weights = {"question": 1.0 if leaning else 2.0, "followup": 2.0 if leaning else 1.0}
+        return rrf(lists, weights={**weights, "condensed": 2.0})
 
     def _start_hyde(self, question: str) -> _Background:
         provider = self.provider
@@ -221,7 +314,7 @@ class Oracle:
         Earlier turns take at most `history_share` of the budget, newest first, and the
         context gets what they leave; with no history the context has the whole budget.
         """
-        hits = self.retrieve(question, options, answer)
+        hits = self.retrieve(question, options, answer, history)
         hits = hits[: options.max_chunks * 3]
         turns = fit_history(history, int(options.budget * options.history_share))
         answer.history_sent = len(turns)

@@ -202,6 +202,111 @@ def check_citations(answer: str, chunks: Sequence[ContextChunk]) -> list[Citatio
     return out
 
 
+# `[2]`: the header number of a sent chunk, which models often cite instead of path:line.
+_HEADER_REF = re.compile(r"(?<![\w\]])\[(\d+)\]")
+
+SOURCES_SHOWN = 5  # uncited chunks listed after the cited ones, at most, in the sources line
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A chunk that was sent, and whether the answer relied on it."""
+
+    hit: Hit
+    cited: bool
+
+
+def sources(
+    answer: str, chunks: Sequence[ContextChunk], citations: Sequence[Citation]
+) -> list[Source]:
+    """The sent chunks, the cited ones first, each group in rank order.
+
+    Prompt order (best at the edges) says nothing to a reader; what the answer leaned on does.
+    A chunk counts as cited when a known `path:line` falls in its lines, or its `[n]` is named.
+    """
+    ranks = {c.hit.rank for c in chunks}
+    named = {int(m.group(1)) for m in _HEADER_REF.finditer(answer)} & ranks
+
+    def cited(hit: Hit) -> bool:
+        return hit.rank in named or any(
+            c.known
+            and c.path == hit.path
+            and c.line <= hit.end_line
+            and hit.start_line <= c.end_line
+            for c in citations
+        )
+
+    ordered = sorted((c.hit for c in chunks), key=lambda h: h.rank)
+    marked = [Source(h, cited(h)) for h in ordered]
+    return [s for s in marked if s.cited] + [s for s in marked if not s.cited]
+
+
+def sources_line(items: Sequence[Source]) -> str:
+    """`[3] src/a.gleam:40 (cited), [1] src/b.gleam:2, …`: every cited chunk, then a few more."""
+    cited = [s for s in items if s.cited]
+    rest = [s for s in items if not s.cited][: max(0, SOURCES_SHOWN - len(cited))]
+    return ", ".join(
+        f"[{s.hit.rank}] {s.hit.path}:{s.hit.start_line}" + (" (cited)" if s.cited else "")
+        for s in [*cited, *rest]
+    )
+
+
+CONDENSE_SYSTEM_PROMPT = """You rewrite the last question of a conversation about a Gleam
+code base so that it stands alone: name the thing it refers to (a function, a type, a value),
+keep its intent, and add nothing else. Reply with the rewritten question only."""
+
+# Earlier user turns carried into a follow-up's retrieval; older ones rarely name its subject.
+FOLLOWUP_TURNS = 1
+CONDENSE_TURN_CHARS = 1500  # of each earlier message sent for the rewrite: its gist, not its code
+
+
+def followup_query(question: str, history: Sequence[Message]) -> str | None:
+    """The question after the last earlier user turn, or None when there is none.
+
+    A follow-up ("and how do I read it back?") names its subject only in the turn before,
+    so retrieval for it alone finds the wrong code; the pair finds the right one.
+    """
+    earlier = [m.content.strip() for m in history if m.role == "user" and m.content.strip()]
+    if not earlier:
+        return None
+    return "\n".join([*earlier[-FOLLOWUP_TURNS:], question])
+
+
+# Words by which a question leans on an earlier turn for its subject.
+# Not "that", "one" or "there": as in "check that …", "turn one …", "is there …", they
+# open standalone questions as often as they point back.
+_LEANING_WORDS = frozenset(
+    {"it", "its", "it's", "this", "these", "those", "them", "they", "their", "ones", "same"}
+    | {"above", "previous", "again", "else", "instead"}
+)
+_LEANING_STARTS = ("and ", "also ", "but ", "then ", "what about", "how about", "so ")
+SHORT_QUESTION_WORDS = 4  # a question this short rarely carries its own subject
+
+
+def leans_on_history(question: str) -> bool:
+    """Whether a question needs the earlier turn to be understood ("and how do I read it?").
+
+    English cues only (pronouns, a leading "and"/"what about", very few words); a question
+    without them is taken as standalone, so changing the subject is not dragged back.
+    """
+    text = question.strip().lower()
+    words = re.findall(r"[a-z']+", text)
+    if len(words) <= SHORT_QUESTION_WORDS or text.startswith(_LEANING_STARTS):
+        return True
+    return any(w in _LEANING_WORDS for w in words)
+
+
+def condense_messages(question: str, history: Sequence[Message]) -> list[Message]:
+    """The request for a standalone rewrite of `question`, given the conversation so far."""
+    turns = "\n".join(
+        f"{m.role}: {m.content[:CONDENSE_TURN_CHARS]}" for m in history if m.role != "system"
+    )
+    return [
+        Message("system", CONDENSE_SYSTEM_PROMPT),
+        Message("user", f"Conversation:\n{turns}\n\nLast question: {question}"),
+    ]
+
+
 HYDE_SYSTEM_PROMPT = """You write Gleam code. Given a question about a Gleam code base you
 have not seen, write the short Gleam function (at most 15 lines) that would most likely
 answer it, with a plausible name and signature. Reply with the code only."""

@@ -37,6 +37,7 @@ from gbr.core.errors import (
     MissingKeyError,
     SupervisionError,
 )
+from gbr.core.filter_hint import add_filter_hint
 from gbr.core.llm import get_provider
 from gbr.core.llm.base import LlmProvider, Message
 from gbr.core.oracle import (
@@ -300,7 +301,7 @@ class Daemon:
 
     def search(self, query: str, k: int, mode: Mode, where: Filter) -> dict[str, Any]:
         """The `search --json` object."""
-        assert self.searcher is not None
+        assert self.searcher is not None and self.store is not None
         try:
             hits = self.searcher.search(query, k, mode, where)
         except IndexEmptyError:
@@ -310,7 +311,7 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return search_json(query, mode, hits)
+        return add_filter_hint(search_json(query, mode, hits), self.store, where)
 
     def plan_ask(
         self,

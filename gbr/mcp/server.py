@@ -32,6 +32,7 @@ from gbr.core.oracle import AskOptions
 from gbr.core.prompt import render_chunk
 from gbr.core.records import ChunkKind, Hit
 from gbr.core.search import Filter, Mode
+from gbr.mcp.arguments import PlainErrorsServer
 from gbr.mcp.backends import IndexChooser
 
 INSTRUCTIONS = (
@@ -46,7 +47,7 @@ READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
 
 def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) -> MCPServer:
-    server = MCPServer(
+    server = PlainErrorsServer(
         "gleambrctl",
         version=__version__,
         instructions=INSTRUCTIONS,

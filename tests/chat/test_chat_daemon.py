@@ -115,7 +115,7 @@ def test_a_chat_goes_through_the_daemon_for_every_command(
     # /search: rendered as `gleambrctl search` renders it.
     assert re.search(r"^ 1 src/bookshelf/isbn\.gleam:\d+-\d+ ", out, re.M)
     # The answers streamed, then their sources.
-    assert f"{FIRST}\nsources: [1] " in out and f"{SECOND}\nsources: [1] " in out
+    assert f"{FIRST}\nsources: [" in out and f"{SECOND}\nsources: [" in out
     first, second = fake.requests[before:]
     assert first.headers["authorization"] == f"Bearer {KEY}"
     assert user_turns(first.messages) == []
@@ -162,7 +162,7 @@ def test_provider_failures_print_the_reason_and_the_hits_and_the_chat_goes_on(
     assert re.search(
         r"^error: openai rejected the API key \(401\)[^\n]*\nretrieved:\n  \[1\] ", out, re.M
     )
-    assert "Back again (src/bookshelf/isbn.gleam:51).\nsources: [1] " in out
+    assert "Back again (src/bookshelf/isbn.gleam:51).\nsources: [" in out
     # The failed turns never joined the conversation.
     assert len(fake.requests) - before == 3
     assert user_turns(fake.requests[-1].messages) == []
@@ -234,7 +234,7 @@ def test_ctrl_c_cancels_the_daemon_stream_not_the_session(
         child.expect_exact("gbr>")
         child.sendline("and how do I use it")
         child.expect_exact("Use isbn.is_valid (src/bookshelf/isbn.gleam:51).")
-        child.expect_exact("sources: [1] ")
+        child.expect_exact("sources: [")
         child.expect_exact("gbr>")
         child.sendeof()
         child.expect(pexpect.EOF)

@@ -72,6 +72,28 @@ def test_groq_answer_streams_with_sources(package: Path, fake_llm: FakeLlm) -> N
     assert "### [1] " in request.prompt
 
 
+def test_sources_put_the_cited_chunk_first_then_the_rest_in_rank_order(
+    package: Path, fake_llm: FakeLlm
+) -> None:
+    sent = json.loads(ask(package, "--json", "--dry-run", QUESTION).stdout)["chunks"]
+    last = max(sent, key=lambda c: c["rank"])  # the least relevant chunk sent
+    assert last["rank"] > 5  # so the old "first five in prompt order" line could miss it
+    cite = f"{last['path']}:{last['start_line']}"
+    fake_llm.script(f"The answer is in {cite}.")
+    result = ask(package, "--no-hyde", QUESTION, env=fake_llm.env("groq", KEY))
+    assert result.returncode == 0, result.stderr
+    [line] = [ln for ln in result.stderr.splitlines() if ln.startswith("sources: ")]
+    assert line.startswith(f"sources: [{last['rank']}] {cite} (cited), [1] ")
+    fake_llm.script(f"The answer is in {cite}.")
+    data = json.loads(
+        ask(package, "--json", "--no-hyde", QUESTION, env=fake_llm.env("groq", KEY)).stdout
+    )
+    ranks = [(s["rank"], s["cited"]) for s in data["sources"]]
+    assert ranks[0] == (last["rank"], True)
+    assert ranks[1:] == sorted((r, False) for r, _ in ranks[1:])
+    assert len(ranks) == len(data["chunks"])
+
+
 def test_json_output_has_answer_citations_chunks_and_timings(
     package: Path, fake_llm: FakeLlm
 ) -> None:
