@@ -158,7 +158,9 @@ def test_an_index_held_by_another_process_is_waited_for_then_indexed(
     db = small_example / ".gbr" / "index.duckdb"
     run_index(IndexOptions(root=small_example, db=db), model)
     (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn waited() { 1 }\n")
-    with held_by_another_process(db, seconds=3):
+    # Held 8 s: longer than the CLI takes to start on a loaded machine, shorter than the
+    # 10 s it waits, so the run finds the file busy and then free.
+    with held_by_another_process(db, seconds=8):
         started = time.monotonic()
         done = ctl("index", ".", "--json", cwd=small_example, home=tmp_path / "home")
     assert done.returncode == 0, done.stderr
