@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,17 +15,18 @@ import pykka
 
 from gbr.actors.coordinator import CoordinatorActor, ProgressCallback
 from gbr.actors.faults import FaultPlan
-from gbr.actors.messages import FileDone, FinishRun, ScanTree
+from gbr.actors.messages import FileDone, FileFailed, FilesRemoved, FinishRun, ScanTree
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
-from gbr.actors.supervisor import RestartPolicy, Supervisor
+from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import SupervisionError
+from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.paths import check_root, default_db, package_root
 from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
-from gbr.core.store import Store
+from gbr.core.store import FileState, Store
+from gbr.core.store_lock import LOCK_WAIT, open_when_free
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
 
@@ -55,6 +58,8 @@ class IndexOptions:
     # processes keep the last complete index meanwhile (gbr.core.snapshot). Not for a
     # daemon: it holds the index, and the writer lock, for its whole life.
     staged: bool = False
+    lock_wait: float = LOCK_WAIT  # seconds to wait for an index another process holds
+    stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
 
 
 def run_index(
@@ -62,17 +67,41 @@ def run_index(
     model: OnnxEmbedder,
     progress: ProgressCallback | None = None,
 ) -> IndexSummary:
-    """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying."""
+    """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying.
+
+    The store opened here stays open until the actors have stopped: DuckDB shares one
+    database between the connections of a process, so the actors' own connections cannot
+    be refused by another process's lock once this one holds the file. (Closed in between,
+    a `search` opening the file for a moment made the actors' starts fail, and the run
+    waited for them forever.)
+    """
     if options.staged:
         return _run_staged(options, model, progress)
     root = package_root(options.root)
-    started = time.monotonic()
-    summary = IndexSummary(root=str(root), db=str(options.db))
     budget = chunk_budget(model.max_tokens, options.embed_format)
-    with Store.open(options.db) as store:
+
+    def busy(holder: str) -> None:
+        log().warning("index_busy", db=str(options.db), holder=holder, wait=options.lock_wait)
+
+    opened = open_when_free(lambda: Store.open(options.db), options.db, options.lock_wait, busy)
+    with opened as store:
+        summary = IndexSummary(root=str(root), db=str(options.db))
         summary.reindex_reason = store.prepare(**_index_meta(model, options.embed_format))
         check_root(store, root, options.db)
         states = store.file_states()
+        return _run_pipeline(options, model, progress, root, budget, summary, states)
+
+
+def _run_pipeline(
+    options: IndexOptions,
+    model: OnnxEmbedder,
+    progress: ProgressCallback | None,
+    root: Path,
+    budget: int,
+    summary: IndexSummary,
+    states: dict[str, FileState],
+) -> IndexSummary:
+    started = time.monotonic()
     only = options.only
     if only is not None and (summary.reindex_reason or "" in only or "." in only):
         only = None  # the tables were wiped (or the root itself is listed): walk everything
@@ -83,15 +112,38 @@ def run_index(
     abort = threading.Event()
     slots = threading.Semaphore(options.in_flight)
     finished = threading.Event()
+    failure: list[GbrError] = []  # the first error that ends the run early
     coordinator = CoordinatorActor.start(summary, finished, progress)
 
+    def fail(error: GbrError) -> None:
+        if not failure:
+            failure.append(error)
+        abort.set()
+        finished.set()
+
     def dead_letter(child: str, message: Any, error: BaseException | None) -> None:
-        path = getattr(message, "path", None)
-        if path is None:
+        why = f"dropped after the {child} crashed twice on it ({describe(error)})"
+        if isinstance(message, FilesRemoved):
+            for path in message.paths:
+                problem = FileProblem(path, why, "dead_letter")
+                coordinator.tell(FileDone(path, "dropped", problem=problem))
             return
-        problem = FileProblem(
-            path, f"dropped after the {child} crashed twice on it ({error})", "dead_letter"
-        )
+        path = getattr(message, "path", None)
+        if path is None:  # the walk or the run's end: nothing can finish without it
+            fail(
+                SupervisionError(
+                    f"the {child} crashed twice on {type(message).__name__} "
+                    f"({describe(error)}); run again with --debug; files already written are kept"
+                )
+            )
+            return
+        problem = FileProblem(path, why, "dead_letter")
+        if not (child == "writer" and isinstance(message, FileFailed)):
+            # Recorded in the store like any dropped file, so `status` explains it too;
+            # the writer reports it and frees its slot.
+            with contextlib.suppress(SupervisionError):
+                writer.tell(FileFailed(problem, getattr(message, "source", None)))
+                return
         coordinator.tell(FileDone(path, "dropped", problem=problem))
         slots.release()
 
@@ -111,6 +163,7 @@ def run_index(
                 coordinator=coordinator,
                 slots=slots,
                 faults=faults,
+                write_failed=fail,
             ),
         )
         embedder = supervisor.start_child(
@@ -165,15 +218,31 @@ def run_index(
             ),
         )
         walker.tell(ScanTree())
-        if not _wait(finished, options.timeout, options.cancel):
+        ended = _wait(
+            finished,
+            options.timeout,
+            options.cancel,
+            lambda: supervisor.idle_for() > options.stall_seconds and coordinator_idle(coordinator),
+        )
+        if ended == "timeout":
             raise SupervisionError(
                 f"indexing did not finish within {options.timeout:g} s; run again with --debug"
+            )
+        if ended == "stalled":
+            raise SupervisionError(
+                f"indexing stalled: no actor had work for {options.stall_seconds:g} s with "
+                f"{summary.files_seen or 'some'} files still unaccounted for; run again "
+                "(files already written are kept), with --debug to see why"
             )
         if options.cancel is not None and options.cancel.is_set():
             abort.set()  # the walker stops; files in flight may still land, which is fine
             log().info("index_cancelled", files_done=summary.files_indexed)
+        if failure:
+            raise failure[0]
         if supervisor.given_up is not None:
-            raise supervisor.given_up
+            cause = supervisor.given_up_cause
+            # A store that cannot be opened or written says so better than "crashed N times".
+            raise cause if isinstance(cause, GbrError) else supervisor.given_up
         summary.restarts = supervisor.restarts
         summary.dead_letters = supervisor.dead_letters
         summary.seconds = time.monotonic() - started
@@ -182,7 +251,8 @@ def run_index(
     finally:
         abort.set()
         supervisor.stop_all()
-        coordinator.stop(block=True)
+        with contextlib.suppress(pykka.Timeout):
+            coordinator.stop(block=True, timeout=30)
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
 
@@ -240,17 +310,31 @@ def _commit_or_discard(staged: StagedIndex, summary: IndexSummary | None) -> Non
         raise
 
 
-def _wait(finished: threading.Event, timeout: float | None, cancel: threading.Event | None) -> bool:
-    """Wait for the run to finish, or for `cancel`; False only when the timeout ran out."""
-    if cancel is None:
-        return finished.wait(timeout)
+def _wait(
+    finished: threading.Event,
+    timeout: float | None,
+    cancel: threading.Event | None,
+    stalled: Callable[[], bool],
+) -> str:
+    """Wait for the run to finish, for `cancel`, for the timeout, or until `stalled()`.
+
+    A run that finishes never stalls: some actor holds or awaits a message until the
+    coordinator has heard of every file. A lost message would leave all of them idle and
+    this wait unbounded, so an idle pipeline ends it ("stalled"), with no timeout needed.
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
-    while not finished.wait(0.05):
-        if cancel.is_set():
-            return True
+    while not finished.wait(0.1):
+        if cancel is not None and cancel.is_set():
+            return "finished"
         if deadline is not None and time.monotonic() > deadline:
-            return False
-    return True
+            return "timeout"
+        if stalled():
+            return "stalled" if not finished.is_set() else "finished"
+    return "finished"
+
+
+def coordinator_idle(coordinator: pykka.ActorRef[Any]) -> bool:
+    return coordinator.actor_inbox.empty()
 
 
 def stop_everything() -> None:

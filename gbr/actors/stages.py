@@ -24,10 +24,11 @@ from gbr.actors.messages import (
     ScanTree,
     WalkFinished,
 )
-from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
+from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import StoreWriteError
 from gbr.core.indexing import embed_chunks
 from gbr.core.records import FileProblem, PartialFile
 from gbr.core.store import FileState, Store
@@ -35,6 +36,7 @@ from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
 
 StoreFactory = Callable[[], Store]
+WriteFailed = Callable[[StoreWriteError], None]
 
 
 class _Stage(SupervisedActor):
@@ -195,8 +197,11 @@ class EmbedderActor(_Stage):
         self._pending: list[FileParsed] = []
         self._store: Store | None = None
 
-    def on_start(self) -> None:
+    def start_up(self) -> None:
         self._store = self.open_store()
+
+    def on_start_failed(self) -> None:
+        self._close()
 
     def on_stop(self) -> None:
         self._close()
@@ -223,8 +228,20 @@ class EmbedderActor(_Stage):
     def _flush(self) -> None:
         if not self._pending:
             return
+        batch = self._pending
+        try:
+            out: list[FileEmbedded | FileFailed] = list(self._embed(batch))
+        except Exception as exc:
+            out = self._embed_apart(batch, exc)
+        self._pending = []
+        for message in out:
+            self.writer.tell(message)
+
+    def _embed(self, batch: list[FileParsed]) -> list[FileEmbedded]:
         assert self._store is not None
-        chunks = [c for p in self._pending for c in p.chunks]
+        if self._faults is not None:
+            self._faults.check_files(self._child_name, (p.path for p in batch))
+        chunks = [c for p in batch for c in p.chunks]
         stored, cached = embed_chunks(
             chunks,
             self.model,
@@ -232,16 +249,41 @@ class EmbedderActor(_Stage):
             self.embed_format,
             on_progress=self._reporter(len(self._pending)),
         )
-        batch, self._pending = self._pending, []
+        out = []
         offset = 0
         for parsed in batch:
             end = offset + len(parsed.chunks)
             hits = sum(cached[offset:end])
             mine = tuple(stored[offset:end])
             offset = end
-            self.writer.tell(
-                FileEmbedded(parsed.source, mine, len(mine) - hits, hits, parsed.partial)
-            )
+            out.append(FileEmbedded(parsed.source, mine, len(mine) - hits, hits, parsed.partial))
+        return out
+
+    def _embed_apart(
+        self, batch: list[FileParsed], error: Exception
+    ) -> list[FileEmbedded | FileFailed]:
+        """A batch mixes files, so one file's bad input must not cost the others: run them
+        again one by one, and drop only a file that fails on its own, with the reason.
+
+        When every file fails alone too, no file is to blame (the store went away, say):
+        the error is raised, and the supervisor restarts the embedder as for any crash.
+        """
+        log().warning(
+            "batch_split", actor=self._child_name, files=len(batch), error=describe(error)
+        )
+        out: list[FileEmbedded | FileFailed] = []
+        failed = 0
+        for parsed in batch:
+            try:
+                out.extend(self._embed([parsed]))
+            except Exception as exc:
+                failed += 1
+                reason = f"the embedder failed on this file ({describe(exc)})"
+                problem = FileProblem(parsed.path, reason, "embed_failed")
+                out.append(FileFailed(problem, parsed.source))
+        if len(batch) > 1 and failed == len(batch):
+            raise error
+        return out
 
     def _reporter(self, files: int) -> Callable[[int, int], None] | None:
         watcher = self.progress_to
@@ -269,14 +311,23 @@ class WriterActor(_Stage):
         coordinator: pykka.ActorRef[Any],
         slots: threading.Semaphore,
         faults: FaultPlan | None = None,
+        write_failed: WriteFailed | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
+        self.write_failed = write_failed
         self._store: Store | None = None
         self._flagged = False  # whether this run's writes are already marked for a rebuild
+        self._writing: str | None = None  # the file being written, for a commit drill
 
-    def on_start(self) -> None:
+    def start_up(self) -> None:
         self._store = self.open_store()
+        faults = self._faults
+        if faults is not None:
+            self._store.before_commit = lambda: faults.check_commit(self._writing)
+
+    def on_start_failed(self) -> None:
+        self._close()
 
     def on_stop(self) -> None:
         self._close()
@@ -291,8 +342,21 @@ class WriterActor(_Stage):
             self._store = None
 
     def handle(self, message: Any) -> Any:
+        if isinstance(message, FinishRun) or self.write_failed is None:
+            return self._write(message)  # an `ask`: the asker gets the error itself
+        try:
+            return self._write(message)
+        except StoreWriteError as exc:
+            # The disk refused (no permission, full): no file is to blame, and every next
+            # write would fail the same way, so the run stops with the cause instead of
+            # crashing file after file into the dead letters.
+            self.write_failed(exc)
+            return None
+
+    def _write(self, message: Any) -> Any:
         store = self._store
         assert store is not None
+        self._writing = getattr(message, "path", None)
         if isinstance(message, FileEmbedded | FilesRemoved) and not self._flagged:
             store.mark_fulltext_stale()
             self._flagged = True

@@ -5,6 +5,7 @@ GbrError                 every error gbr raises on purpose; its message ends wit
 ├── StoreError           the DuckDB file cannot be opened, read or written
 │   └── IndexCorruptError  the file is damaged; `gleambrctl index --rebuild` recreates it
 │   └── IndexBusyError   another process is writing the index; try again (exit code 75)
+│   └── StoreWriteError  a write or commit failed (no permission, disk full...); retry later
 ├── IndexEmptyError      a query against an index that holds nothing yet
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
@@ -49,6 +50,12 @@ class IndexBusyError(StoreError):
     """
 
     exit_code = 75
+
+
+class StoreWriteError(StoreError):
+    """A write to the index failed and was rolled back: the cause is outside gbr and may pass.
+
+    The daemon catches it to keep a batch and retry it; a run stops at the first one."""
 
 
 class IndexEmptyError(GbrError):

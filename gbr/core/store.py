@@ -12,7 +12,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
-from gbr.core.errors import IndexCorruptError, StoreError
+from gbr.core.errors import IndexCorruptError, StoreError, StoreWriteError
 from gbr.core.records import Chunk, FileProblem, SourceFile
 
 SCHEMA_VERSION = "1"
@@ -93,6 +93,9 @@ def _extension_path(name: str) -> Path:
 
 class Store:
     """Access to one index file. Not thread-safe: use `cursor()` for another thread."""
+
+    # Called before each commit; a crash drill (GBR_FAULTS=commit@N) fails commits from here.
+    before_commit: Callable[[], None] | None = None
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
         self.con = con
@@ -187,9 +190,10 @@ class Store:
         return dict(rows)
 
     def set_meta(self, **values: str) -> None:
-        for key, value in values.items():
-            self.con.execute("DELETE FROM meta WHERE key = ?", [key])
-            self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
+        with _writing(self.path):
+            for key, value in values.items():
+                self.con.execute("DELETE FROM meta WHERE key = ?", [key])
+                self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     def prepare(
         self,
@@ -248,7 +252,7 @@ class Store:
     # ---------------------------------------------------------------- writing
 
     def transaction(self) -> _Transaction:
-        return _Transaction(self.con)
+        return _Transaction(self)
 
     def replace_file(
         self,
@@ -317,26 +321,29 @@ class Store:
     ) -> int:
         """Record why a file was dropped (or is partial); its earlier chunks stay, stale.
 
-        Returns how many chunks were kept as stale.
+        Returns how many chunks were kept as stale. A name that is not valid UTF-8 (its
+        bytes kept as surrogates) is stored with `\xff` escapes: DuckDB takes only UTF-8,
+        and the reason must still reach `status`.
         """
+        path = storable_text(problem.path)
         with self.transaction():
             kept = self.con.execute(
-                "SELECT count(*) FROM chunks WHERE path = ?", [problem.path]
+                "SELECT count(*) FROM chunks WHERE path = ?", [path]
             ).fetchall()[0]
-            self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [problem.path])
-            self.con.execute("DELETE FROM files WHERE path = ?", [problem.path])
+            self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [path])
+            self.con.execute("DELETE FROM files WHERE path = ?", [path])
             self.con.execute(
                 "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    problem.path,
-                    source.module if source else None,
+                    path,
+                    storable_text(source.module) if source else None,
                     source.package if source else None,
                     source.content_hash if source else None,
                     source.size if source else None,
                     source.mtime if source else None,
                     status,
                     problem.kind,
-                    problem.reason,
+                    storable_text(problem.reason),
                     time.time(),
                 ],
             )
@@ -519,7 +526,8 @@ class Store:
         deadline = time.monotonic() + wait
         while True:
             try:
-                self.con.execute("CHECKPOINT")
+                with _writing(self.path):
+                    self.con.execute("CHECKPOINT")
                 return True
             except duckdb.TransactionException:
                 if time.monotonic() >= deadline:
@@ -722,23 +730,89 @@ def status_report(store: Store) -> dict[str, Any]:
 
 
 class _Transaction:
-    """BEGIN/COMMIT, with ROLLBACK on any error so a failed write leaves no trace."""
+    """BEGIN/COMMIT, with ROLLBACK on any error so a failed write leaves no trace.
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con = con
+    A commit that fails for a cause outside gbr (no permission, disk full, no file
+    descriptors) becomes a StoreWriteError naming the cause and the fix. DuckDB has often
+    aborted the transaction itself by then, and a ROLLBACK would raise "no transaction is
+    active" over the real cause, so the rollback's own failure is ignored.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.con = store.con
 
     def __enter__(self) -> None:
-        self.con.begin()
+        with _writing(self.store.path):
+            self.con.begin()
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            try:
-                self.con.commit()
-            except duckdb.Error as err:
-                self.con.rollback()
-                raise StoreError(f"index write failed: {_one_line(err)}") from err
-        else:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self._rollback()
+            if _is_write_failure(exc):
+                raise write_error(self.store.path, exc) from exc
+            return  # the original error goes on
+        try:
+            if self.store.before_commit is not None:
+                self.store.before_commit()
+            self.con.commit()
+        except (duckdb.Error, OSError) as err:
+            self._rollback()
+            raise write_error(self.store.path, err) from err
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(duckdb.Error):
             self.con.rollback()
+
+
+def _is_write_failure(exc: BaseException) -> bool:
+    """An error that says the disk refused (not a bug in a query): worth one line, not a trace."""
+    return isinstance(exc, OSError | duckdb.IOException | duckdb.OutOfMemoryException) or (
+        isinstance(exc, duckdb.Error) and _cause_fix(str(exc)) is not None
+    )
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Turn a write refused by the disk into a StoreWriteError; other errors pass through."""
+    try:
+        yield
+    except (duckdb.Error, OSError) as exc:
+        if _is_write_failure(exc):
+            raise write_error(path, exc) from exc
+        raise
+
+
+_FIXES = (
+    (
+        ("permission denied", "operation not permitted", "read-only file system"),
+        "make {folder} writable, or pass --db with a file in a folder you can write",
+    ),
+    (("no space left", "disk quota"), "free space on the drive that holds {folder}"),
+    (
+        ("too many open files",),
+        "close other programs or raise the open-file limit (ulimit -n), then try again",
+    ),
+)
+
+
+def _cause_fix(message: str) -> str | None:
+    lowered = message.lower()
+    for needles, fix in _FIXES:
+        if any(n in lowered for n in needles):
+            return fix
+    return None
+
+
+def write_error(path: Path, exc: BaseException) -> StoreWriteError:
+    """The one line for a failed write: the cause as the system said it, then the fix."""
+    cause = _one_line(exc)
+    for prefix in ("TransactionContext Error: ", "Failed to commit: ", "IO Error: "):
+        cause = cause.removeprefix(prefix)
+    fix = _cause_fix(cause) or "check the disk and the permissions of {folder}, then run again"
+    return StoreWriteError(
+        f"cannot write the index {path}: {cause}; " + fix.format(folder=path.parent)
+    )
 
 
 def _vectors(column: pa.ChunkedArray) -> np.ndarray:
@@ -864,6 +938,18 @@ def set_aside(path: Path, label: str = "corrupt") -> Path:
             "move or delete it yourself, then run `gleambrctl index` again"
         ) from exc
     return aside
+
+
+def storable_text(text: str) -> str:
+    """`text` as valid UTF-8: undecodable bytes (surrogate escapes) become `\xff` escapes.
+
+    A file name that is not UTF-8 reaches Python as surrogates, which neither DuckDB nor a
+    JSON encoder takes."""
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _one_line(exc: BaseException) -> str:

@@ -137,9 +137,10 @@ class LlmResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: str
+    status: str  # "ok", or "degraded" while a part is down (see Daemon.health)
     pid: int
     version: str
+    degraded: list[dict[str, str]] = []  # each part down: component, state, reason
 
 
 _STATUS_CODES: list[tuple[type[GbrError], int]] = [
