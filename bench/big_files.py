@@ -143,6 +143,8 @@ def run_case(ctl: str, root: Path, timeout: float, sigint_after_cpu: float | Non
         proc.wait()
         result["status"] = "timeout"
         result["seconds"] = round(time.monotonic() - started, 1)
+        if seen["sigint_at"] is not None:
+            result["exit_after_sigint_s"] = f"> {time.monotonic() - seen['sigint_at']:.0f}"
         return result
     ended = time.monotonic()
     stdout, stderr = proc.communicate()

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
-from gbr.core.oversize import MAX_CHUNK_CHARS, Piece, span_chars, windows
+from gbr.core.oversize import MAX_CHUNK_CHARS, Piece, parse_yielding, span_chars, windows
 from gbr.core.parse_damage import (
     Lost,
     dropped_nodes,
@@ -115,7 +115,7 @@ def chunk_file(
     content = source.content.removeprefix(_BOM)
     text = text.removeprefix("\ufeff")
     src = _Text(content, [line.removesuffix("\r") for line in text.split("\n")])
-    root = parser.parse(content).root_node
+    root = parse_yielding(parser, content).root_node
     nodes = top_level(root)
     bad = [n for n in nodes if _is_bad(n)]
     if bad:  # a definition damaged only by recovery from an error elsewhere is kept

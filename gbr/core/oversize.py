@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tree_sitter import Parser, Tree
+
 # About 400 lines of ordinary code; the embedder reads only the first 256 tokens (roughly
 # 1,000 characters) of it anyway, and BM25 still sees every word.
 MAX_CHUNK_CHARS = 16_000
@@ -53,3 +55,26 @@ def windows(lines: Sequence[str], first: int, last: int, cap: int = MAX_CHUNK_CH
     if start is not None:
         pieces.append((start, last, "\n".join(lines[start : last + 1])))
     return pieces
+
+
+PARSE_SLICE = 1 << 16  # bytes handed to tree-sitter per read
+
+
+def parse_yielding(parser: Parser, content: bytes) -> Tree:
+    """`parser.parse(content)`, fed in slices so that other threads get to run meanwhile.
+
+    tree-sitter holds the GIL for a whole parse: 20 s on a 10 MB file, during which neither
+    a signal handler nor the exit watchdog could run (gbr.interrupts). Between slices the
+    read callback is Python code, where the interpreter hands the GIL on. Slices end on
+    character boundaries, so no UTF-8 sequence is split between two reads.
+    """
+    if len(content) <= PARSE_SLICE:
+        return parser.parse(content)
+
+    def read(offset: int, _point: object) -> bytes:
+        end = min(offset + PARSE_SLICE, len(content))
+        while end < len(content) and end > offset + 1 and content[end] & 0xC0 == 0x80:
+            end -= 1  # step back off a UTF-8 continuation byte
+        return content[offset:end]
+
+    return parser.parse(read)

@@ -12,7 +12,7 @@ from tree_sitter import Parser
 from gbr.core import telemetry
 from gbr.core.chunker import chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.oversize import MAX_CHUNK_CHARS, windows
+from gbr.core.oversize import MAX_CHUNK_CHARS, PARSE_SLICE, parse_yielding, windows
 from gbr.core.records import Chunk
 from tests.core.test_chunker import source_file
 
@@ -111,3 +111,18 @@ def test_a_big_function_is_still_split_at_its_statements(
     # Cut at statements, by tokens: every part but the last ends on a whole `let` line.
     assert all(c.text.rstrip().split("\n")[-1].lstrip().startswith("let ") for c in got[:-1])
     assert_every_character_kept(text, got)
+
+
+def test_a_parse_fed_in_slices_gives_the_same_tree(parser: Parser) -> None:
+    # Two- and three-byte characters everywhere, so that slice ends fall inside them.
+    body = "".join(
+        f'/// Café n°{i}: ½ → ¾\npub fn f{i}() -> String {{\n  "naïve {i} ✓ €"\n}}\n\n'
+        for i in range(3_000)
+    )
+    content = body.encode("utf-8")
+    assert len(content) > 3 * PARSE_SLICE
+    sliced = parse_yielding(parser, content).root_node
+    whole = parser.parse(content).root_node
+    assert not sliced.has_error
+    assert str(sliced) == str(whole)
+    assert sliced.end_byte == whole.end_byte == len(content)
