@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from gbr.core.oversize import MAX_CHUNK_CHARS
 from tests.conftest import CTL
 from tests.daemon.conftest import clean_env
 
@@ -163,3 +164,37 @@ def test_sigint_with_a_huge_constant_in_flight_and_a_rerun_finishes_the_job(
     seconds, stderr = interrupt(proc, signal.SIGINT)
     assert_stopped(seconds, stderr, proc, "SIGINT")
     assert_rerun_matches_fresh(root, tmp_path)
+
+
+def test_a_big_file_is_skipped_by_default_and_indexed_under_the_chunk_cap_when_allowed(
+    make_package, tmp_path: Path
+) -> None:
+    table = big_files.big_constant(1_200_000)
+    root = make_package({"src/app/table.gleam": table, **small_files(2)})
+    env = clean_env(tmp_path / "home")
+    default = subprocess.run(
+        [CTL, "index", str(root)], capture_output=True, text=True, env=env, timeout=900
+    )
+    assert default.returncode == 0, default.stderr
+    status = subprocess.run(
+        [CTL, "status", "--json"], cwd=root, capture_output=True, text=True, env=env
+    )
+    dropped = {d["path"]: d["error"] for d in json.loads(status.stdout)["dropped"]}
+    assert "over the 1.0 MB limit" in dropped["src/app/table.gleam"]
+    assert "--max-file-size" in dropped["src/app/table.gleam"]
+
+    allowed = subprocess.run(
+        [CTL, "index", str(root), "--max-file-size", "2MB"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    rows = [r for r in chunk_rows(root / ".gbr" / "index.duckdb") if r[0] == "src/app/table.gleam"]
+    assert len(rows) > 1
+    assert max(len(r[9]) for r in rows) <= MAX_CHUNK_CHARS
+    parts = sorted(rows, key=lambda r: r[4])
+    assert [r[4] for r in parts] == list(range(len(parts)))  # part index marks each window
+    # Windows of whole lines, in order, rebuild the constant exactly.
+    assert "\n".join(r[9] for r in parts) == table.rstrip("\n")
