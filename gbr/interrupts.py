@@ -27,7 +27,7 @@ import sys
 import threading
 from types import FrameType
 
-GRACE_SECONDS = 1.0
+GRACE_SECONDS = 0.5
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SHOW_CURSOR = "\x1b[?25h"  # a progress bar cut off mid-draw leaves the cursor hidden
 
