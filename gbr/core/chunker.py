@@ -5,7 +5,8 @@ Each top-level definition becomes one chunk, with the `///` doc, `//` comments a
 at the boundaries of its children (the statements of a function body, the constructors of
 a type), never inside one, and each later part carries the parent's signature as a header.
 The parts of a node cover its lines exactly once, and no line is in two chunks, so no
-source line is lost or doubled.
+source line is lost or doubled. The one exception is size: a part over the character cap
+(gbr.core.oversize) is cut into windows of lines, and a single line over it into pieces.
 
 Positions from tree-sitter are rows and *byte* columns; text is always cut from the bytes,
 and rows are split on `\\n` only, as tree-sitter counts them (`str.splitlines` would also
