@@ -112,6 +112,7 @@ def _watch(proc: subprocess.Popen[str], until: float, sigint_after_cpu: float | 
     """Sample the process until it exits or `until`; SIGINT once it used that much CPU."""
     ps = psutil.Process(proc.pid)
     peak = 0
+    cpu = 0.0
     sent: float | None = None
     while proc.poll() is None and time.monotonic() < until:
         try:
@@ -123,7 +124,8 @@ def _watch(proc: subprocess.Popen[str], until: float, sigint_after_cpu: float | 
             proc.send_signal(signal.SIGINT)
             sent = time.monotonic()
         time.sleep(0.05)
-    return {"peak_rss_mb": round(peak / MB), "sigint_at": sent}
+    # CPU seconds say more than wall seconds on a shared machine (the last sample's).
+    return {"peak_rss_mb": round(peak / MB), "cpu_s": round(cpu, 1), "sigint_at": sent}
 
 
 def run_case(ctl: str, root: Path, timeout: float, sigint_after_cpu: float | None) -> dict:
@@ -137,7 +139,7 @@ def run_case(ctl: str, root: Path, timeout: float, sigint_after_cpu: float | Non
         env={**os.environ, "GBR_HOME": str(root.parent / "gbr-home")},
     )
     seen = _watch(proc, started + timeout, sigint_after_cpu)
-    result: dict[str, Any] = {"peak_rss_mb": seen["peak_rss_mb"]}
+    result: dict[str, Any] = {"peak_rss_mb": seen["peak_rss_mb"], "cpu_s": seen["cpu_s"]}
     if proc.poll() is None:
         proc.kill()
         proc.wait()
