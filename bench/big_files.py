@@ -20,9 +20,9 @@ Measured 2026-12-01 on the shared 2-core machine (load average ~22), main 7ff0d7
 branch interrupts, --timeout 150 (big_constant also with 420):
 
   case            peak RSS before -> after      exit after SIGINT before -> after
-  many_functions  1580 MB* -> 1037 MB*          53 s -> 1.05 s
+  many_functions  1040-1580 MB* -> 1037 MB*     53 s -> 1.05 s
   big_constant    1542 MB  ->  865 MB           > 55 s (killed) -> 0.94 s
-  big_function    2807 MB* -> 1013 MB*          > 28 s (killed) -> 1.07 s
+  big_function    2561-2807 MB* -> 1013 MB*     > 28 s (killed) -> 1.07 s
   (* at the 150 s timeout, still running.) big_constant to the end: before 1 chunk of
   4.7 MB, 20.9 CPU s; after 295 parts of <= 16,000 characters, 36.6 CPU s.
 """
