@@ -44,6 +44,7 @@ app = typer.Typer(
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 T = TypeVar("T")
+INTERRUPTED = "interrupted; finished files are kept in the index"
 
 DbOption = Annotated[
     Path | None,
@@ -119,7 +120,11 @@ def _errors(debug: bool) -> Iterator[_Command]:
             raise
         _fail(bad, debug)
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/yellow]; finished files are kept in the index")
+        from gbr import interrupts
+
+        if interrupts.installed():
+            interrupts.exit_now()  # bounded: actors still busy do not hold the exit
+        err.print(f"[yellow]{INTERRUPTED}[/yellow]")
         raise typer.Exit(130) from None
 
 
@@ -282,7 +287,12 @@ def index(
     """Index the .gleam files under PATH (incremental: unchanged files cost one hash).
 
     A damaged index file is found before the run, kept aside and rebuilt from the source.
+    Ctrl-C or SIGTERM stops within about a second and exits 130 (SIGINT) or 143 (SIGTERM);
+    finished files are kept, and the next run picks up the rest.
     """
+    from gbr import interrupts
+
+    interrupts.install(INTERRUPTED)
     with _errors(debug) as command:
         from gbr.actors.pipeline import IndexOptions, default_db, run_index
         from gbr.core.store import prepare_folder

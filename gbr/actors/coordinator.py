@@ -15,6 +15,9 @@ import pykka
 
 from gbr.actors.messages import ChunksEmbedded, ChunksQueued, FileDone, WalkFinished
 from gbr.core.records import IndexSummary
+from gbr.core.telemetry import log
+
+PROGRESS_EVERY = 1.0  # seconds between index_progress events
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,8 @@ ProgressCallback = Callable[[Progress], None]
 class CoordinatorActor(pykka.ThreadingActor):
     """Counts each file once, however often a retry reports it, and signals the end."""
 
+    use_daemon_thread = True  # an interrupted run must not wait for it at exit
+
     def __init__(
         self,
         summary: IndexSummary,
@@ -73,6 +78,7 @@ class CoordinatorActor(pykka.ThreadingActor):
         self._expected: frozenset[str] | None = None
         self._started = time.monotonic()
         self._files_queued = self._chunks_queued = self._chunks_embedded = 0
+        self._logged = 0.0  # run time of the last index_progress event
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, FileDone):
@@ -112,18 +118,25 @@ class CoordinatorActor(pykka.ThreadingActor):
             s.partial.append(done.problem)
 
     def _report(self) -> None:
-        if self.progress is None:
-            return
-        self.progress(
-            Progress(
-                done=len(self._done),
-                expected=len(self._expected) if self._expected is not None else None,
-                chunks=self.summary.chunks,
-                dropped=self.summary.files_dropped,
-                elapsed=time.monotonic() - self._started,
-                files_queued=self._files_queued,
-                chunks_queued=self._chunks_queued,
-                chunks_embedded=self._chunks_embedded,
-                files_indexed=self.summary.files_indexed,
-            )
+        progress = Progress(
+            done=len(self._done),
+            expected=len(self._expected) if self._expected is not None else None,
+            chunks=self.summary.chunks,
+            dropped=self.summary.files_dropped,
+            elapsed=time.monotonic() - self._started,
+            files_queued=self._files_queued,
+            chunks_queued=self._chunks_queued,
+            chunks_embedded=self._chunks_embedded,
+            files_indexed=self.summary.files_indexed,
         )
+        # A long run says how far it got, at most once a second, even with no progress bar.
+        if progress.elapsed - self._logged >= PROGRESS_EVERY:
+            self._logged = progress.elapsed
+            log().info(
+                "index_progress",
+                done=progress.done,
+                expected=progress.expected,
+                chunks=progress.chunks,
+            )
+        if self.progress is not None:
+            self.progress(progress)

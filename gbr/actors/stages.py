@@ -37,10 +37,15 @@ from gbr.core.walker import Scope, WalkOptions, read_file, walk
 
 StoreFactory = Callable[[], Store]
 WriteFailed = Callable[[StoreWriteError], None]
+LARGE_FILE = 1_000_000  # bytes; chunking a file this big is announced in telemetry
 
 
 class _Stage(SupervisedActor):
     """A pipeline stage: every message it takes is open to a crash drill."""
+
+    # Python's exit joins non-daemon threads: a stage busy with a 10 MB file held up an
+    # interrupted run for minutes. Normal runs stop every stage explicitly.
+    use_daemon_thread = True
 
     def on_receive(self, message: Any) -> Any:
         self._in_hand = message  # a drilled crash salvages it, like any other
@@ -164,6 +169,8 @@ class ParserActor(_Stage):
 
     def handle(self, message: Any) -> None:
         if isinstance(message, FileFound):
+            if message.source.size >= LARGE_FILE:
+                log().info("large_file_chunking", file=message.path, bytes=message.source.size)
             result = chunk_file(message.source, self.parser, self.count_tokens, self.limits)
             if isinstance(result, FileProblem):
                 self.writer.tell(FileFailed(result, message.source))

@@ -5,7 +5,8 @@ Each top-level definition becomes one chunk, with the `///` doc, `//` comments a
 at the boundaries of its children (the statements of a function body, the constructors of
 a type), never inside one, and each later part carries the parent's signature as a header.
 The parts of a node cover its lines exactly once, and no line is in two chunks, so no
-source line is lost or doubled.
+source line is lost or doubled. The one exception is size: a part over the character cap
+(gbr.core.oversize) is cut into windows of lines, and a single line over it into pieces.
 
 Positions from tree-sitter are rows and *byte* columns; text is always cut from the bytes,
 and rows are split on `\\n` only, as tree-sitter counts them (`str.splitlines` would also
@@ -20,6 +21,7 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
+from gbr.core.oversize import MAX_CHUNK_CHARS, Piece, parse_yielding, span_chars, windows
 from gbr.core.parse_damage import (
     Lost,
     dropped_nodes,
@@ -32,9 +34,10 @@ from gbr.core.parse_damage import (
     top_level,
 )
 from gbr.core.records import Chunk, ChunkKind, FileProblem, PartialFile, SourceFile, Visibility
+from gbr.core.telemetry import log
 
 # Bump when the chunks produced for the same source change: the store then re-indexes.
-CHUNKER_VERSION = "6"
+CHUNKER_VERSION = "7"
 
 TokenCounter = Callable[[str], int]
 
@@ -113,7 +116,7 @@ def chunk_file(
     content = source.content.removeprefix(_BOM)
     text = text.removeprefix("\ufeff")
     src = _Text(content, [line.removesuffix("\r") for line in text.split("\n")])
-    root = parser.parse(content).root_node
+    root = parse_yielding(parser, content).root_node
     nodes = top_level(root)
     bad = [n for n in nodes if _is_bad(n)]
     if bad:  # a definition damaged only by recovery from an error elsewhere is kept
@@ -382,7 +385,7 @@ def _module_chunks(
     doc = _doc(head, src, "module_comment", "////")
     signature = f"module {source.module}"
     spans = [(start, end)]
-    if count_tokens(src.rows(start, end)) > limits.max_tokens:
+    if _over(src, start, end, count_tokens, limits.max_tokens):
         # Cut between paragraphs of the module doc and between imports.
         paragraphs: list[list[Node]] = []
         for i, n in enumerate(head):
@@ -406,8 +409,27 @@ def _parts(
     visibility: Visibility,
     doc: str,
 ) -> Iterator[Chunk]:
-    """One chunk per span of a node; later parts carry the signature as their header."""
-    for part, (first, last) in enumerate(spans):
+    """One chunk per span of a node; later parts carry the signature as their header.
+
+    A span over the character cap is cut into windows of lines (see gbr.core.oversize).
+    """
+    pieces: list[Piece] = []
+    for first, last in spans:
+        if span_chars(src.lines, first, last) <= MAX_CHUNK_CHARS:
+            pieces.append((first, last, src.rows(first, last)))
+            continue
+        cut = windows(src.lines, first, last)
+        log().info(
+            "chunk_cut",
+            file=source.path,
+            name=name,
+            start_line=first + 1,
+            end_line=last + 1,
+            parts=len(cut),
+            reason=f"over {MAX_CHUNK_CHARS} characters with no smaller child to split at",
+        )
+        pieces.extend(cut)
+    for part, (first, last, text) in enumerate(pieces):
         yield Chunk(
             path=source.path,
             module=source.module,
@@ -419,9 +441,9 @@ def _parts(
             start_line=first + 1,
             end_line=last + 1,
             part=part,
-            parts=len(spans),
+            parts=len(pieces),
             doc=doc,
-            text=src.rows(first, last),
+            text=text,
             header=signature if part > 0 else "",
         )
 
@@ -476,7 +498,7 @@ def _signature(node: Node, src: _Text) -> str:
     if body is None and node.type == "type_definition":
         body = next((c for c in node.children if c.type == "{"), None)
     stop = body.start_byte if body is not None else node.end_byte
-    tokens = list(_tokens(node, stop, src))
+    tokens = _enough(_tokens(node, stop, src))
     out: list[str] = []
     for i, (text, gap) in enumerate(tokens):
         following = tokens[i + 1][0] if i + 1 < len(tokens) else ""
@@ -492,6 +514,22 @@ def _signature(node: Node, src: _Text) -> str:
 
 
 _LITERALS = {"string", "integer", "float"}
+
+
+def _enough(tokens: Iterator[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """The leading tokens that can show in a signature cut at _SIGNATURE_LIMIT characters.
+
+    A constant has no body, so its "signature" walks its whole value: for a 4.7 MB list
+    that was a million tokens. Twice the limit leaves room for the commas dropped later.
+    """
+    out: list[tuple[str, bool]] = []
+    size = 0
+    for text, gap in tokens:
+        out.append((text, gap))
+        size += len(text) if text != "," else 0
+        if size > 2 * _SIGNATURE_LIMIT:
+            break
+    return out
 
 
 def _tokens(node: Node, stop: int, src: _Text) -> Iterator[tuple[str, bool]]:
@@ -524,14 +562,24 @@ def _split_spans(
 ) -> list[tuple[int, int]]:
     """Line spans (0-based, inclusive) of the parts: one span unless the node is too big."""
     start, end = group.start, group.end
-    if count_tokens(src.rows(start, end)) <= limits.max_tokens:
+    if not _over(src, start, end, count_tokens, limits.max_tokens):
         return [(start, end)]
     items = [c for n in group.nodes for c in _split_children(n) if c.type not in _COMMENTS]
     groups = _row_groups(items)
     if len(groups) < 2:
-        return [(start, end)]  # one indivisible child: keep it whole, the embedder truncates
+        # One indivisible child: kept whole (the embedder truncates), or cut into line
+        # windows by _parts when it is over the character cap.
+        return [(start, end)]
     units = _units(groups, start, end)
     return _pack(units, src, count_tokens, _budget(signature, count_tokens, limits))
+
+
+def _over(src: _Text, first: int, last: int, count_tokens: TokenCounter, budget: int) -> bool:
+    """Whether rows first..last exceed `budget` tokens; a span over the character cap is
+    over without tokenizing it (counting a 10 MB function alone took hundreds of MB)."""
+    if span_chars(src.lines, first, last) > MAX_CHUNK_CHARS:
+        return True
+    return count_tokens(src.rows(first, last)) > budget
 
 
 def _budget(signature: str, count_tokens: TokenCounter, limits: ChunkLimits) -> int:
@@ -547,7 +595,10 @@ def _pack(
     Tokens of whole lines add up: the tokenizer splits on whitespace, and units meet at
     line breaks.
     """
-    unit_tokens = [count_tokens(src.rows(a, b)) for a, b in units]
+    unit_tokens = [
+        budget + 1 if _over(src, a, b, count_tokens, budget) else count_tokens(src.rows(a, b))
+        for a, b in units
+    ]
     spans: list[tuple[int, int]] = []
     cur_start, cur_end, cur_tokens = units[0][0], units[0][1], unit_tokens[0]
     for (a, b), tokens in zip(units[1:], unit_tokens[1:], strict=True):

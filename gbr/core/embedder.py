@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     import onnxruntime as ort
 
 
+# More characters than any window token spans in code (a WordPiece token is a word piece
+# or a symbol); cutting a text at max_tokens times this never changes its vector in practice.
+CHARS_PER_TOKEN = 64
+
+
 class Embedder(Protocol):
     model_id: str
     dim: int
@@ -110,7 +115,10 @@ class OnnxEmbedder:
         ]
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self._tokenizer.encode_batch(list(texts))]
+        """Token ids, truncated to the window. The tokenizer truncates only after encoding
+        all of a text, so a text is first cut to a length its window cannot exceed."""
+        cap = self.max_tokens * CHARS_PER_TOKEN
+        return [e.ids for e in self._tokenizer.encode_batch([t[:cap] for t in texts])]
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors in input order; sorted by length inside so each batch pads little."""

@@ -11,12 +11,16 @@ from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_text, search_text
 from gbr.core.embedder import Embedder
 from gbr.core.records import Chunk
 from gbr.core.store import StoredChunk
+from gbr.core.telemetry import log
 
 VectorLookup = Callable[[Sequence[str]], dict[str, np.ndarray]]
 # (newly embedded, to embed in this call): first (0, total), then once per slice.
 EmbedProgress = Callable[[int, int], None]
 # Chunks per model call when progress is reported: a big file's ~30 s moves in ~1 s steps.
 PROGRESS_STEP = 32
+# Texts tokenized and embedded at once otherwise. One 10 MB file makes tens of thousands of
+# chunks, and tokenizing them all in one call held every encoding in memory at once.
+EMBED_SLICE = 256
 
 
 def embed_key(model_id: str, text: str) -> str:
@@ -33,29 +37,29 @@ def embed_chunks(
 ) -> tuple[list[StoredChunk], list[bool]]:
     """Stored chunks in input order, and for each whether its vector came from the cache.
 
-    With `on_progress`, the chunks to embed go to the model in slices (shortest first, so
-    each slice still pads little) and each slice is reported as it finishes.
+    The chunks to embed go to the model in slices, shortest first so that each slice still
+    pads little (small ones when `on_progress` is given, which hears of each slice).
     """
     texts = [embed_text(c, embed_format) for c in chunks]
     keys = [embed_key(embedder.model_id, t) for t in texts]
     known = cached(sorted(set(keys)))
     missing = [i for i, key in enumerate(keys) if key not in known]
     vectors: dict[int, np.ndarray] = {}
-    if on_progress is None:
-        slices = [missing] if missing else []
-    else:
+    if on_progress is not None:
         on_progress(0, len(missing))
-        by_length = sorted(missing, key=lambda i: len(texts[i]))
-        slices = [
-            by_length[at : at + PROGRESS_STEP] for at in range(0, len(by_length), PROGRESS_STEP)
-        ]
-    for part in slices:
+    step = EMBED_SLICE if on_progress is None else PROGRESS_STEP
+    by_length = sorted(missing, key=lambda i: len(texts[i]))  # each slice pads little
+    done = 0
+    for part in (by_length[at : at + step] for at in range(0, len(by_length), step)):
         fresh = embedder.embed_batch([texts[i] for i in part])
         for row, i in enumerate(part):
             vectors[i] = fresh[row]
             known.setdefault(keys[i], fresh[row])
         if on_progress is not None:
             on_progress(len(part), len(missing))
+        before, done = done, done + len(part)
+        if len(missing) > EMBED_SLICE and done // EMBED_SLICE > before // EMBED_SLICE:
+            log().info("embedding_progress", done=done, total=len(missing))
     stored = [
         StoredChunk(
             chunk=c,
