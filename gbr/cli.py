@@ -51,6 +51,13 @@ ModelDirOption = Annotated[
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
+TestsOption = Annotated[
+    str,
+    typer.Option(
+        "--tests",
+        help="Test and example code: include, demote (below library code) or exclude.",
+    ),
+]
 ProviderOption = Annotated[
     str | None,
     typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
@@ -276,6 +283,7 @@ def search(
         list[str] | None,
         typer.Option("--kind", help="Only these kinds (function, type, type_alias, ...)."),
     ] = None,
+    tests: TestsOption = "demote",
     db: DbOption = None,
     json_out: JsonOption = False,
     model_dir: ModelDirOption = None,
@@ -284,6 +292,7 @@ def search(
     """Search the index: dense vectors and BM25 fused with Reciprocal Rank Fusion."""
     with _errors(debug):
         from gbr.core.errors import ConfigError
+        from gbr.core.priors import parse_test_policy
         from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
         from gbr.core.store import Store
 
@@ -292,11 +301,20 @@ def search(
         bad = [k for k in kind or [] if k not in KINDS]
         if bad:
             raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
-        where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
+        where = Filter(
+            path=in_path, module=module, kinds=tuple(kind or ()), tests=parse_test_policy(tests)
+        )
         db_path = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
-            body = {"k": k, "mode": mode, "path": in_path, "module": module, "kinds": kind or []}
+            body = {
+                "k": k,
+                "mode": mode,
+                "path": in_path,
+                "module": module,
+                "kinds": kind or [],
+                "tests": where.tests,
+            }
             with client:
                 _search_through(client, query, body, json_out)
             return
@@ -385,6 +403,7 @@ def ask(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
     ] = False,
+    tests: TestsOption = "demote",
     timeout: Annotated[
         float | None,
         typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
@@ -397,9 +416,17 @@ def ask(
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
     with _errors(debug):
         from gbr.core.oracle import AskOptions
+        from gbr.core.priors import parse_test_policy
         from gbr.local_index import LocalIndex, LocalSettings
 
-        options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
+        options = AskOptions(
+            max_chunks=k,
+            budget=budget,
+            rerank=rerank,
+            hyde=hyde,
+            dry_run=dry_run,
+            tests=parse_test_policy(tests),
+        )
         db_path = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:

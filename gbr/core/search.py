@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -16,6 +16,16 @@ import numpy as np
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.errors import ConfigError, IndexEmptyError
+from gbr.core.priors import (
+    ASIDE_SQL,
+    DEFAULT_TEST_POLICY,
+    NO_PRIORS,
+    Intent,
+    Priors,
+    TestPolicy,
+    query_intent,
+)
+from gbr.core.ranker import Candidate, LinearRanker, features, load_ranker
 from gbr.core.records import ChunkKind, Hit
 from gbr.core.store import Store
 
@@ -125,14 +135,16 @@ def convex(
 
 @dataclass(frozen=True, slots=True)
 class Filter:
-    """Restricts hits: path prefix or glob, module prefix, and kinds."""
+    """Restricts hits: path prefix or glob, module prefix, kinds; and what to do with test
+    and example code (`tests`: include, demote below library code, or exclude)."""
 
     path: str | None = None
     module: str | None = None
     kinds: tuple[str, ...] = ()
+    tests: TestPolicy = DEFAULT_TEST_POLICY
 
     def __bool__(self) -> bool:
-        return bool(self.path or self.module or self.kinds)
+        return bool(self.path or self.module or self.kinds or self.tests == "exclude")
 
     def sql(self) -> tuple[str, list[object]]:
         clauses: list[str] = []
@@ -150,19 +162,63 @@ class Filter:
         if self.kinds:
             clauses.append(f"kind IN ({', '.join('?' for _ in self.kinds)})")
             params += list(self.kinds)
+        if self.tests == "exclude":
+            clauses.append(f"NOT {ASIDE_SQL}")
         return " AND ".join(clauses) or "true", params
 
 
 KINDS: tuple[str, ...] = get_args(ChunkKind)
 
 
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """What happens after fusion: priors on the fused scores, then the learned ranker over
+    the top `pool` hits (hybrid mode only: it was trained on both lists' scores)."""
+
+    priors: Priors = field(default_factory=Priors)
+    ranker: LinearRanker | None = None
+    pool: int = 30
+
+    @classmethod
+    def default(cls) -> Ranking:
+        """The shipped defaults (chosen on the devcorpus dev half, see bench/eval.py)."""
+        return cls(priors=DEFAULT_PRIORS, ranker=load_ranker() if RANKER_ON else None)
+
+
+# Chosen on the dev half of the devcorpus (bench/eval.py --devcorpus --half dev).
+DEFAULT_PRIORS = Priors()
+RANKER_ON = True
+
+NO_RANKING = Ranking(priors=NO_PRIORS, ranker=None)
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """Fused ids with scores, best first, and each list's own scores and ranks by id."""
+
+    fused: list[tuple[int, float]]
+    dense: dict[int, tuple[float, int]] = field(default_factory=dict)
+    bm25: dict[int, tuple[float, int]] = field(default_factory=dict)
+
+
+def _by_id(ranking: Sequence[tuple[int, float]]) -> dict[int, tuple[float, int]]:
+    return {doc: (score, rank) for rank, (doc, score) in enumerate(ranking, start=1)}
+
+
 class Searcher:
     """Holds the vectors in memory so that repeated queries pay only for the query."""
 
-    def __init__(self, store: Store, embedder: Embedder, fusion: Fusion | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        fusion: Fusion | None = None,
+        ranking: Ranking | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.fusion = fusion or Fusion()
+        self.ranking = ranking if ranking is not None else Ranking.default()
         # (ids, matrix) as one tuple, swapped in one assignment: a daemon reloads while
         # other threads search, and they must never pair new ids with an old matrix.
         self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
@@ -199,21 +255,28 @@ class Searcher:
         self._vectors()
         return self.store.bm25(code_words(query), depth, *where.sql())
 
+    def retrieve(
+        self, query: str, mode: Mode, where: Filter = Filter(), depth: int | None = None
+    ) -> Retrieval:
+        """The first stage: one list, or both fused, with each list's scores kept for the
+        ranking stage."""
+        depth = depth or self.fusion.depth
+        if mode == "dense":
+            dense = self.dense(query, depth, where)
+            return Retrieval(dense, dense=_by_id(dense))
+        if mode == "bm25":
+            bm25 = self.bm25(query, depth, where)
+            return Retrieval(bm25, bm25=_by_id(bm25))
+        if mode == "hybrid":
+            dense, bm25 = self.dense(query, depth, where), self.bm25(query, depth, where)
+            fused = self.fusion.fuse(query, {"dense": dense, "bm25": bm25})
+            return Retrieval(fused, _by_id(dense), _by_id(bm25))
+        raise ConfigError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+
     def ranked_ids(
         self, query: str, mode: Mode, where: Filter = Filter(), depth: int | None = None
     ) -> list[tuple[int, float]]:
-        depth = depth or self.fusion.depth
-        if mode == "dense":
-            return self.dense(query, depth, where)
-        if mode == "bm25":
-            return self.bm25(query, depth, where)
-        if mode == "hybrid":
-            rankings = {
-                "dense": self.dense(query, depth, where),
-                "bm25": self.bm25(query, depth, where),
-            }
-            return self.fusion.fuse(query, rankings)
-        raise ConfigError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+        return self.retrieve(query, mode, where, depth).fused
 
     def search(
         self, query: str, k: int = 10, mode: Mode = "hybrid", where: Filter = Filter()
@@ -223,13 +286,52 @@ class Searcher:
         if not query.strip():
             raise ConfigError("the query is empty; pass some words or an identifier")
         # Parts of split nodes collapse into one hit, so ask for more than k.
-        ranked = self.ranked_ids(query, mode, where, depth=max(self.fusion.depth, k * 3))
-        return self.collapse(ranked, k)
+        depth = max(self.fusion.depth, k * 3, self.ranking.pool)
+        retrieval = self.retrieve(query, mode, where, depth=depth)
+        return self.finish(query, retrieval, k, where, learned=mode == "hybrid")
+
+    def finish(
+        self,
+        query: str,
+        retrieval: Retrieval,
+        k: int,
+        where: Filter = Filter(),
+        learned: bool = True,
+    ) -> list[Hit]:
+        """The ranking stage: priors on the fused scores, one hit per node, then the learned
+        ranker over the top `pool` (when `learned` and one is configured); k hits."""
+        ranker = self.ranking.ranker if learned else None
+        wanted = max(k, self.ranking.pool) if ranker is not None else k
+        intent, found = self.candidates(query, retrieval, wanted, where)
+        if ranker is not None and len(found) > 1:
+            pool = found[: self.ranking.pool]
+            x = features(query, intent, where.tests, pool_candidates(pool, retrieval))
+            scores = ranker.scores(x)
+            order = sorted(range(len(pool)), key=lambda i: -scores[i])  # stable on ties
+            reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
+            found = reordered + found[len(pool) :]
+        return [replace(hit, rank=n) for n, (hit, _, _) in enumerate(found[:k], start=1)]
+
+    def candidates(
+        self, query: str, retrieval: Retrieval, size: int, where: Filter = Filter()
+    ) -> tuple[Intent, list[tuple[Hit, dict[str, Any], int]]]:
+        """The query's intent and its top `size` nodes after priors, as (hit, row, id)."""
+        ranked = retrieval.fused
+        rows = self.store.chunk_rows([doc for doc, _ in ranked])
+        intent = query_intent(query, looks_like_code(query))
+        priors = self.ranking.priors.with_tests(where.tests)
+        return intent, self._collapse(_with_priors(ranked, rows, priors, intent), rows, size)
 
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
         """One hit per node: the parts of a split function merge into their best-scored one."""
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
-        hits: list[Hit] = []
+        return [hit for hit, _, _ in self._collapse(ranked, rows, k)]
+
+    def _collapse(
+        self, ranked: list[tuple[int, float]], rows: dict[int, dict[str, Any]], k: int
+    ) -> list[tuple[Hit, dict[str, Any], int]]:
+        """(hit, its best part's row, that row's id), one per node, best first."""
+        found: list[tuple[Hit, dict[str, Any], int]] = []
         seen: set[tuple[str, str, str]] = set()
         for doc, score in ranked:
             row = rows.get(doc)
@@ -245,24 +347,73 @@ class Searcher:
                 if len(parts) == row["parts"]:
                     start, end = parts[0]["start_line"], parts[-1]["end_line"]
                     text = "\n".join(p["text"] for p in parts)
-            hits.append(
-                Hit(
-                    rank=len(hits) + 1,
-                    path=row["path"],
-                    module=row["module"],
-                    name=row["name"],
-                    kind=row["kind"],
-                    start_line=start,
-                    end_line=end,
-                    score=score,
-                    text=text,
-                    signature=row["signature"],
-                    doc=row["doc"] or "",
-                )
+            hit = Hit(
+                rank=len(found) + 1,
+                path=row["path"],
+                module=row["module"],
+                name=row["name"],
+                kind=row["kind"],
+                start_line=start,
+                end_line=end,
+                score=score,
+                text=text,
+                signature=row["signature"],
+                doc=row["doc"] or "",
             )
-            if len(hits) == k:
+            found.append((hit, row, doc))
+            if len(found) == k:
                 break
-        return hits
+        return found
+
+
+def _with_priors(
+    ranked: list[tuple[int, float]],
+    rows: Mapping[int, Mapping[str, Any]],
+    priors: Priors,
+    intent: Intent,
+) -> list[tuple[int, float]]:
+    """The fused list with each score times its priors, re-sorted (stable on ties)."""
+    out = []
+    for doc, score in ranked:
+        row = rows.get(doc)
+        if row is None:
+            continue
+        f = priors.factor(intent, row["path"], row["name"], row["kind"], row["visibility"])
+        out.append((doc, score * f))
+    return sorted(out, key=lambda item: -item[1])
+
+
+def pool_candidates(
+    pool: Sequence[tuple[Hit, Mapping[str, Any], int]], retrieval: Retrieval
+) -> list[Candidate]:
+    """What the ranker's features read about each (hit, row, id), in pool order."""
+    return [
+        _candidate(hit, row, doc, rank, retrieval)
+        for rank, (hit, row, doc) in enumerate(pool, start=1)
+    ]
+
+
+def _candidate(
+    hit: Hit, row: Mapping[str, Any], doc: int, rank: int, retrieval: Retrieval
+) -> Candidate:
+    dense = retrieval.dense.get(doc)
+    bm25 = retrieval.bm25.get(doc)
+    return Candidate(
+        path=hit.path,
+        module=hit.module,
+        name=hit.name,
+        kind=hit.kind,
+        visibility=row["visibility"],
+        signature=hit.signature,
+        doc=hit.doc,
+        lines=hit.end_line - hit.start_line + 1,
+        fused=hit.score,
+        fused_rank=rank,
+        dense=dense[0] if dense else None,
+        dense_rank=dense[1] if dense else None,
+        bm25=bm25[0] if bm25 else None,
+        bm25_rank=bm25[1] if bm25 else None,
+    )
 
 
 def search_json(query: str, mode: str, hits: Sequence[Hit]) -> dict[str, Any]:
