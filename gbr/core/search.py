@@ -310,7 +310,10 @@ class Searcher:
             order = sorted(range(len(pool)), key=lambda i: -scores[i])  # stable on ties
             reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
             found = reordered + found[len(pool) :]
-        return [replace(hit, rank=n) for n, (hit, _, _) in enumerate(found[:k], start=1)]
+        return [
+            replace(self._whole(hit, row), rank=n)
+            for n, (hit, row, _) in enumerate(found[:k], start=1)
+        ]
 
     def candidates(
         self, query: str, retrieval: Retrieval, size: int, where: Filter = Filter()
@@ -325,12 +328,26 @@ class Searcher:
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
         """One hit per node: the parts of a split function merge into their best-scored one."""
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
-        return [hit for hit, _, _ in self._collapse(ranked, rows, k)]
+        return [self._whole(hit, row) for hit, row, _ in self._collapse(ranked, rows, k)]
+
+    def _whole(self, hit: Hit, row: Mapping[str, Any]) -> Hit:
+        """A hit on one part of a split node, widened to the whole node's lines and code.
+        Done only for the hits returned: each split node costs a query."""
+        if row["parts"] <= 1:
+            return hit
+        parts = self.store.node_parts(row["path"], row["kind"], row["name"])
+        if len(parts) != row["parts"]:
+            return hit
+        text = "\n".join(p["text"] for p in parts)
+        return replace(
+            hit, start_line=parts[0]["start_line"], end_line=parts[-1]["end_line"], text=text
+        )
 
     def _collapse(
         self, ranked: list[tuple[int, float]], rows: dict[int, dict[str, Any]], k: int
     ) -> list[tuple[Hit, dict[str, Any], int]]:
-        """(hit, its best part's row, that row's id), one per node, best first."""
+        """(hit, its best part's row, that row's id), one per node, best first; a split
+        node's hit carries its best part's lines until `_whole` widens it."""
         found: list[tuple[Hit, dict[str, Any], int]] = []
         seen: set[tuple[str, str, str]] = set()
         for doc, score in ranked:
@@ -341,22 +358,16 @@ class Searcher:
             if key in seen:
                 continue
             seen.add(key)
-            start, end, text = row["start_line"], row["end_line"], row["text"]
-            if row["parts"] > 1:
-                parts = self.store.node_parts(row["path"], row["kind"], row["name"])
-                if len(parts) == row["parts"]:
-                    start, end = parts[0]["start_line"], parts[-1]["end_line"]
-                    text = "\n".join(p["text"] for p in parts)
             hit = Hit(
                 rank=len(found) + 1,
                 path=row["path"],
                 module=row["module"],
                 name=row["name"],
                 kind=row["kind"],
-                start_line=start,
-                end_line=end,
+                start_line=row["start_line"],
+                end_line=row["end_line"],
                 score=score,
-                text=text,
+                text=row["text"],
                 signature=row["signature"],
                 doc=row["doc"] or "",
             )
