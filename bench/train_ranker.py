@@ -47,7 +47,7 @@ from gbr.core.search import Filter, Ranking, Searcher, pool_candidates  # noqa: 
 from gbr.core.store import Store  # noqa: E402
 
 POOL = 30
-LAMBDAS = (0.003, 0.03, 0.3, 3.0)
+LAMBDAS = (0.0003, 0.003, 0.03, 0.3)
 
 
 @dataclass
@@ -101,7 +101,7 @@ def pairs(groups: list[Group], mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     return np.vstack(out)
 
 
-def fit(diffs: np.ndarray, lam: float, steps: int = 3000, lr: float = 0.5) -> np.ndarray:
+def fit(diffs: np.ndarray, lam: float, steps: int = 3000, lr: float = 0.3) -> np.ndarray:
     """Minimise sum_q w_q sum_pairs log(1 + exp(-w.d)) / Q + lam/2 |w|^2 by gradient descent."""
     d, weight = diffs[:, :-1], diffs[:, -1]
     queries = max(weight.sum(), 1.0)
@@ -116,8 +116,9 @@ def fit(diffs: np.ndarray, lam: float, steps: int = 3000, lr: float = 0.5) -> np
 
 def metrics(groups: list[Group], ranker: LinearRanker | None) -> dict[str, float]:
     """R@1, R@5 and MRR@10 of the pools in the ranker's order (or as retrieved)."""
-    r1 = r5 = mrr = 0.0
+    r1 = r5 = mrr = pool = 0.0
     for g in groups:
+        pool += g.y.sum() / g.targets
         order = ranker.order(g.x) if ranker is not None else list(range(len(g.y)))
         hits = g.y[order]
         r1 += hits[:1].sum() / g.targets
@@ -125,7 +126,7 @@ def metrics(groups: list[Group], ranker: LinearRanker | None) -> dict[str, float
         first = np.flatnonzero(hits[:10])
         mrr += 1.0 / (first[0] + 1) if len(first) else 0.0
     n = max(1, len(groups))
-    return {"n": len(groups), "R@1": r1 / n, "R@5": r5 / n, "MRR@10": mrr / n}
+    return {"n": len(groups), "R@1": r1 / n, "R@5": r5 / n, "MRR@10": mrr / n, "R@30": pool / n}
 
 
 def train(groups: list[Group], lam: float) -> LinearRanker:
@@ -145,7 +146,8 @@ def cross_validate(groups: list[Group], lam: float) -> dict[str, dict[str, float
 
 def pooled(folds: dict[str, dict[str, float]]) -> dict[str, float]:
     n = sum(f["n"] for f in folds.values())
-    return {m: sum(f[m] * f["n"] for f in folds.values()) / n for m in ("R@1", "R@5", "MRR@10")}
+    metrics = ("R@1", "R@5", "MRR@10", "R@30")
+    return {m: sum(f[m] * f["n"] for f in folds.values()) / n for m in metrics}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _line(m: dict[str, float]) -> str:
-    return f"R@1 {m['R@1']:.3f}  R@5 {m['R@5']:.3f}  MRR@10 {m['MRR@10']:.3f}"
+    return f"R@1 {m['R@1']:.3f}  R@5 {m['R@5']:.3f}  MRR@10 {m['MRR@10']:.3f}  R@30 {m['R@30']:.3f}"
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ _HOWTO = re.compile(
 )
 _TYPE_WORDS = re.compile(
     r"\b(type|types|record|records|variant|variants|constructor|constructors|enum|struct|"
-    r"union|alias|opaque|fields?|shape)\b",
+    r"union|alias|opaque|fields?|shape|signature|kinds\s+of|cases|can\s+(fail|go\s+wrong))\b",
     re.IGNORECASE,
 )
 

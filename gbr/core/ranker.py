@@ -127,6 +127,7 @@ class Candidate:
     signature: str
     doc: str
     lines: int
+    text: str
     fused: float  # after priors
     fused_rank: int  # from 1
     dense: float | None = None  # cosine, None when not in the dense list
@@ -149,6 +150,7 @@ FEATURES: tuple[str, ...] = (
     "sig_overlap",
     "doc_overlap",
     "module_overlap",
+    "text_overlap",
     "kind_function",
     "kind_type",
     "kind_constant",
@@ -195,6 +197,7 @@ def features(
             _overlap(q, terms(c.signature)),
             _overlap(q, terms(c.doc)),
             _overlap(q, terms(c.module)),
+            _overlap(q, terms(c.text)),
             1.0 if c.kind == "function" else 0.0,
             1.0 if is_type else 0.0,
             1.0 if c.kind == "constant" else 0.0,

@@ -59,6 +59,8 @@ def test_is_aside_covers_both() -> None:
         ("how to read a file line by line", False, "howto"),
         ("the record holding a connection's settings", False, "type"),
         ("what errors can a query return as variants", False, "type"),
+        ("what can go wrong when unlocking", False, "type"),
+        ("the signature of a request handler", False, "type"),
         ("split a string on a regular expression", False, "nl"),
     ],
 )
