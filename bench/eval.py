@@ -118,7 +118,13 @@ VARIANTS: list[Variant] = [
         "hybrid",
         "hybrid",
         ranking=Ranking.default(),
-        note="the shipped default: fusion, priors and learned ranker",
+        note="the shipped default: fusion and priors (GBR_RANKER adds the learned ranker)",
+    ),
+    Variant(
+        "hybrid+ranker",
+        "hybrid",
+        ranking=Ranking(priors=Ranking.default().priors, ranker=load_ranker()),
+        note="the default plus the learned ranker (GBR_RANKER=on)",
     ),
 ]
 

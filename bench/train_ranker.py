@@ -42,6 +42,7 @@ from eval import (  # noqa: E402
 
 from gbr.core.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
+from gbr.core.priors import effective_policy  # noqa: E402
 from gbr.core.ranker import DEFAULT_RANKER_PATH, FEATURES, LinearRanker, features  # noqa: E402
 from gbr.core.search import Filter, Ranking, Searcher, pool_candidates  # noqa: E402
 from gbr.core.store import Store  # noqa: E402
@@ -74,7 +75,8 @@ def collect(root: Path, queries_dir: Path, layouts: tuple[str, ...], model: obje
                     intent, found = searcher.candidates(query.query, retrieval, POOL, Filter())
                     if not found:
                         continue
-                    x = features(query.query, intent, "demote", pool_candidates(found, retrieval))
+                    tests = effective_policy("demote", query.query)
+                    x = features(query.query, intent, tests, pool_candidates(found, retrieval))
                     wanted = {(t.file, t.name) for t in query.targets}
                     y = np.array([(h.path, h.name) in wanted for h, _, _ in found], dtype=bool)
                     groups.append(Group(package, x, y, len(query.targets)))

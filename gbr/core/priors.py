@@ -70,6 +70,22 @@ _TYPE_WORDS = re.compile(
 )
 
 
+# A question that asks for tests ("a test that...", "unit tests for", `parse_test`) is
+# answered by test code, so `demote` stands down for it; "test whether" (a verb) does not.
+_ASKS_FOR_TESTS = re.compile(
+    r"\b(unit\s+tests?|tests|test\s+(that|making|checking|case|cases|suite|fixtures?|helpers?)|"
+    r"(a|an|the|example)\s+test)\b|\w_test\b",
+    re.IGNORECASE,
+)
+
+
+def effective_policy(policy: TestPolicy, query: str) -> TestPolicy:
+    """The policy a query gets: `demote` becomes `include` when the query asks for tests."""
+    if policy == "demote" and _ASKS_FOR_TESTS.search(query):
+        return "include"
+    return policy
+
+
 def query_intent(query: str, looks_like_code: bool) -> Intent:
     """A rough class of question, which decides the priors that apply and the features the
     learned ranker crosses with kind. Checked in order: identifier, how-to, type, prose."""

@@ -8,6 +8,7 @@ from gbr.core.errors import ConfigError
 from gbr.core.priors import (
     NO_PRIORS,
     Priors,
+    effective_policy,
     is_aside,
     is_example,
     is_test,
@@ -86,3 +87,19 @@ def test_parse_test_policy_names_the_choices() -> None:
     assert parse_test_policy("exclude") == "exclude"
     with pytest.raises(ConfigError, match="include, demote, exclude"):
         parse_test_policy("hide")
+
+
+@pytest.mark.parametrize(
+    ("query", "policy"),
+    [
+        ("unit test checking that a late return is capped", "include"),
+        ("where is the test for lowercase check digits", "include"),
+        ("bad_checksum_test", "include"),
+        ("sample_book test fixture", "include"),
+        ("how do I test whether some text matches a regex", "demote"),  # the verb
+        ("probabilistic primality check", "demote"),
+    ],
+)
+def test_demote_stands_down_when_the_query_asks_for_tests(query: str, policy: str) -> None:
+    assert effective_policy("demote", query) == policy
+    assert effective_policy("exclude", query) == "exclude"  # an explicit choice stands

@@ -148,3 +148,15 @@ def test_priors_never_add_or_drop_hits(store: Store, model: OnnxEmbedder) -> Non
         "isbn", k=200
     )
     assert sorted(names(raw)) == sorted(names(ranked))
+
+
+def test_the_learned_ranker_is_switched_by_gbr_ranker(tmp_path: Path) -> None:
+    assert Ranking.default(env={}).ranker is None
+    assert Ranking.default(env={"GBR_RANKER": "off"}).ranker is None
+    shipped = Ranking.default(env={"GBR_RANKER": "on"}).ranker
+    assert shipped is not None and shipped.weights.tolist() == load_ranker().weights.tolist()
+    mine = one_hot_ranker(tmp_path, "dense", 1.0)
+    chosen = Ranking.default(env={"GBR_RANKER": str(tmp_path / "dense.json")}).ranker
+    assert chosen is not None and chosen.weights.tolist() == mine.weights.tolist()
+    with pytest.raises(ConfigError, match="cannot read the ranker file"):
+        Ranking.default(env={"GBR_RANKER": str(tmp_path / "missing.json")})
