@@ -31,9 +31,11 @@ from gbr.core.chunk_text import search_text  # noqa: E402
 from gbr.core.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
+from gbr.core.priors import Priors  # noqa: E402
+from gbr.core.ranker import load_ranker  # noqa: E402
 from gbr.core.records import Chunk  # noqa: E402
 from gbr.core.rerank import Reranker, load_reranker  # noqa: E402
-from gbr.core.search import Fusion, Mode, Searcher  # noqa: E402
+from gbr.core.search import NO_RANKING, Fusion, Mode, Ranking, Searcher  # noqa: E402
 from gbr.core.store import FtsConfig, Store  # noqa: E402
 
 
@@ -48,6 +50,7 @@ class Variant:
     fts: FtsConfig = field(default_factory=FtsConfig)
     fusion: Fusion = field(default_factory=Fusion)
     reranker: Reranker | None = None  # reorders the top RERANK_CANDIDATES hybrid hits
+    ranking: Ranking = NO_RANKING  # priors and learned ranker after fusion
     note: str = ""
 
 
@@ -110,7 +113,19 @@ VARIANTS: list[Variant] = [
     ),
     Variant("cc-aware-depth20", "hybrid", fusion=Fusion(depth=20), note="default with 20 each"),
     Variant("cc-aware-depth100", "hybrid", fusion=Fusion(depth=100), note="default with 100 each"),
-    Variant("hybrid", "hybrid", note="the shipped default: convex 0.7, identifiers 0.5"),
+    Variant("hybrid-raw", "hybrid", note="the default fusion, no priors, no ranker"),
+    Variant(
+        "hybrid",
+        "hybrid",
+        ranking=Ranking.default(),
+        note="the shipped default: fusion and priors (GBR_RANKER adds the learned ranker)",
+    ),
+    Variant(
+        "hybrid+ranker",
+        "hybrid",
+        ranking=Ranking(priors=Ranking.default().priors, ranker=load_ranker()),
+        note="the default plus the learned ranker (GBR_RANKER=on)",
+    ),
 ]
 
 
@@ -157,13 +172,44 @@ def rebuild_search_text(store: Store, variant: str) -> None:
     store.con.executemany("UPDATE chunks SET search_text = ? WHERE id = ?", updates)
 
 
+class MemoEmbedder:
+    """The model with its query vectors remembered: every variant asks the same questions."""
+
+    def __init__(self, model: OnnxEmbedder) -> None:
+        self.model = model
+        self.model_id = getattr(model, "model_id", "")
+        self._memo: dict[str, Any] = {}
+
+    def embed_batch(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        missing = [t for t in texts if t not in self._memo]
+        if missing:
+            for text, vector in zip(missing, self.model.embed_batch(missing), strict=True):
+                self._memo[text] = vector
+        return np.stack([self._memo[t] for t in texts])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.model, name)
+
+
+Results = list[tuple[Query, list[tuple[str, str]]]]
+
+
 def run_variant(
-    variant: Variant, corpus: Corpus, dbs: dict[str, Path], model: OnnxEmbedder, k: int = 10
-) -> tuple[list[tuple[Query, list[tuple[str, str]]]], float]:
+    variant: Variant,
+    corpus: Corpus,
+    dbs: dict[str, Path],
+    model: Any,
+    k: int = 10,
+) -> tuple[Results, float]:
     with Store.open(dbs[variant.embed_format]) as store:
-        rebuild_search_text(store, variant.search_text)
-        store.refresh_fulltext(variant.fts)
-        searcher = Searcher(store, model, variant.fusion)
+        # Variants on the indexed text rewrite it, and put the pipeline's back afterwards.
+        custom_text = variant.search_text != "weighted" or variant.fts != FtsConfig()
+        if custom_text:
+            rebuild_search_text(store, variant.search_text)
+            store.refresh_fulltext(variant.fts)
+        searcher = Searcher(store, model, variant.fusion, variant.ranking)
         results = []
         started = time.perf_counter()
         for query in corpus.queries:
@@ -174,9 +220,9 @@ def run_variant(
                 hits = variant.reranker.rerank(query.query, pool)[:k]
             results.append((query, [(h.path, h.name) for h in hits]))
         per_query = (time.perf_counter() - started) / max(1, len(corpus.queries))
-        # Leave the index as the pipeline writes it.
-        rebuild_search_text(store, "weighted")
-        store.refresh_fulltext()
+        if custom_text:
+            rebuild_search_text(store, "weighted")
+            store.refresh_fulltext()
     return results, per_query
 
 
@@ -258,6 +304,163 @@ def evaluate(
     return report
 
 
+# --- devcorpus: real packages written by others, one index per package and one for all ---
+
+DEVCORPUS = REPO.parent / "shared" / "devcorpus"
+DEV_QUERIES = REPO / "bench" / "queries" / "devcorpus"
+# Defaults are chosen on this half only; the other half is reported as held out.
+DEV_HALF = frozenset(
+    {
+        "gleam-community__maths",
+        "gleam-lang__packages",
+        "TanklesXL__glint",
+        "lpil__pog",
+        "gleam-lang__regexp",
+        "rawhat__glisten",
+        "bcpeinhardt__simplifile",
+    }
+)
+HALVES = ("dev", "held")
+LAYOUTS = ("per-package", "all-in-one")
+
+
+def half_of(package: str) -> str:
+    return "dev" if package in DEV_HALF else "held"
+
+
+@dataclass
+class Unit:
+    """One index and the queries asked of it; `packages[i]` owns `queries[i]`."""
+
+    name: str
+    root: Path
+    queries: list[Query]
+    packages: list[str]
+
+
+def devcorpus_units(
+    root: Path, queries_dir: Path, halves: tuple[str, ...], layout: str
+) -> list[Unit]:
+    """Per package: the repository folder alone, as the held-out benchmark indexes it.
+    All-in-one: the whole devcorpus in one index, target files re-rooted under their folder.
+    """
+    files = sorted(f for f in queries_dir.glob("*.jsonl") if half_of(f.stem) in halves)
+    missing = [f.stem for f in files if not (root / f.stem).is_dir()]
+    if missing:
+        raise SystemExit(f"no folder {root}/{missing[0]} for {missing[0]}.jsonl")
+    if layout == "per-package":
+        units = []
+        for f in files:
+            queries = load_queries(f)
+            units.append(Unit(f.stem, root / f.stem, queries, [f.stem] * len(queries)))
+        return units
+    queries, packages = [], []
+    for f in files:
+        loaded = load_queries(f, f"{f.stem}/")
+        queries += loaded
+        packages += [f.stem] * len(loaded)
+    return [Unit("ALL", root, queries, packages)]
+
+
+def unit_index(unit: Unit, embed_format: str, model: Any, out: Path) -> Path:
+    db = out / "devcorpus" / f"{unit.name}-{embed_format}.duckdb"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    summary = run_index(IndexOptions(root=unit.root, db=db, embed_format=embed_format), model)
+    if summary.chunks:
+        print(f"indexed {unit.name} [{embed_format}]: {summary.chunks} chunks", file=sys.stderr)
+    return db
+
+
+def evaluate_devcorpus(
+    root: Path,
+    queries_dir: Path,
+    halves: tuple[str, ...],
+    layouts: tuple[str, ...],
+    variants: list[Variant],
+    model: Any,
+    out: Path,
+) -> dict[str, Any]:
+    """Every variant on every unit; scores pooled per half, per kind and per package."""
+    memo = MemoEmbedder(model)
+    report: dict[str, Any] = {"corpus": "devcorpus", "layouts": {}}
+    for layout in layouts:
+        units = devcorpus_units(root, queries_dir, halves, layout)
+        per_half: dict[str, dict[str, Any]] = {h: {} for h in halves}
+        for variant in variants:
+            print(f"  {layout} {variant.name}", file=sys.stderr)
+            tagged: list[tuple[str, Query, list[tuple[str, str]]]] = []
+            seconds = 0.0
+            for unit in units:
+                db = unit_index(unit, variant.embed_format, model, out)
+                corpus = Corpus(unit.root, unit.queries)
+                results, per_query = run_variant(variant, corpus, {variant.embed_format: db}, memo)
+                seconds += per_query * len(results)
+                tagged += [(pkg, q, h) for pkg, (q, h) in zip(unit.packages, results, strict=True)]
+            for half in halves:
+                mine = [(pkg, q, h) for pkg, q, h in tagged if half_of(pkg) == half]
+                if mine:
+                    per_half[half][variant.name] = summarise(variant, mine, seconds / len(tagged))
+        report["layouts"][layout] = {
+            h: {"queries": _count(v), "variants": v} for h, v in per_half.items() if v
+        }
+    return report
+
+
+def _count(variants: dict[str, Any]) -> int:
+    return next(iter(variants.values()))["overall"]["n"] if variants else 0
+
+
+def summarise(
+    variant: Variant, tagged: list[tuple[str, Query, list[tuple[str, str]]]], per_query: float
+) -> dict[str, Any]:
+    results = [(q, h) for _, q, h in tagged]
+    packages: dict[str, Results] = defaultdict(list)
+    for pkg, q, h in tagged:
+        packages[pkg].append((q, h))
+    per_package = {pkg: score(items).as_dict() for pkg, items in sorted(packages.items())}
+    return {
+        "mode": variant.mode,
+        "note": variant.note,
+        "ms_per_query": round(per_query * 1000, 2),
+        "overall": score(results).as_dict(),
+        "by_kind": {k: s.as_dict() for k, s in by_kind(results).items()},
+        "per_package": per_package,
+        "worst_package": {m: min(s[m] for s in per_package.values()) for m in ("R@5", "MRR@10")},
+        "misses": [
+            f"{pkg}:{q.id}"
+            for pkg, q, hits in tagged
+            if not any((t.file, t.name) in hits[:5] for t in q.targets)
+        ],
+    }
+
+
+def print_devcorpus(report: dict[str, Any]) -> None:
+    for layout, halves in report["layouts"].items():
+        for half, block in halves.items():
+            print(f"\ndevcorpus {layout}, {half} half: {block['queries']} queries")
+            kinds = sorted({k for row in block["variants"].values() for k in row["by_kind"]})
+            print_table(block, [k for k in QUERY_KINDS if k in kinds])
+            print_per_package(block)
+
+
+def print_per_package(block: dict[str, Any]) -> None:
+    """R@5/MRR@10 per package, one row per variant."""
+    first = next(iter(block["variants"].values()))
+    packages = list(first["per_package"])
+    if len(packages) < 2:
+        return
+    short = [p.split("__")[-1][:11] for p in packages]
+    header = f"{'R@5/MRR per package':<22}" + "".join(f"{s:>12}" for s in short) + f"{'worst':>12}"
+    print(header)
+    for name, row in block["variants"].items():
+        cells = "".join(
+            f"{row['per_package'][p]['R@5']:>6.2f}/{row['per_package'][p]['MRR@10']:<5.2f}"
+            for p in packages
+        )
+        worst = row["worst_package"]
+        print(f"{name:<22}{cells}{worst['R@5']:>6.2f}/{worst['MRR@10']:<5.2f}")
+
+
 def rerank_variant(spec: str) -> Variant:
     """hybrid, then the top 30 reordered by the reranker that `spec` names."""
     llm = None
@@ -270,12 +473,94 @@ def rerank_variant(spec: str) -> Variant:
     return Variant(f"hybrid+{spec.split(':')[0]}", "hybrid", reranker=reranker, note=reranker.name)
 
 
+# The fusion on main before the devcorpus refit, and the one chosen on the dev half.
+MAIN_FUSION = Fusion(method="cc", alpha=0.7, code_alpha=0.5, depth=50)
+FIT_FUSION = Fusion()
+FIT_PRIORS = Ranking.default().priors
+
+
+def devcorpus_variants() -> list[Variant]:
+    """Every configuration tried on the devcorpus: first stage, each prior, the ranker."""
+    out = [
+        Variant("dense", "dense", note="dense only"),
+        Variant("bm25", "bm25", note="BM25 only"),
+        Variant("main", "hybrid", fusion=MAIN_FUSION, note="main before issue 10: cc 0.7/0.5"),
+        Variant("rrf", "hybrid", fusion=PLAIN_RRF, note="plain RRF k=60, depth 50"),
+        Variant("rrf-0.4", "hybrid", fusion=replace(PLAIN_RRF, alpha=0.4, code_alpha=0.4), note=""),
+    ]
+    for alpha in (0.3, 0.4, 0.5, 0.6):
+        for code in (0.3, 0.5):
+            fusion = Fusion(alpha=alpha, code_alpha=code)
+            out.append(Variant(f"cc-{alpha}/{code}", "hybrid", fusion=fusion, note="convex"))
+    for depth in (30, 100):
+        fusion = replace(FIT_FUSION, depth=depth)
+        out.append(Variant(f"fit-depth{depth}", "hybrid", fusion=fusion, note="chosen fusion"))
+    none = Priors(tests="include", aside=1.0)
+    priors = {
+        "fit": none,
+        "+tests0.5": replace(none, tests="demote", aside=0.5),
+        "+tests0.3": replace(none, tests="demote", aside=0.3),
+        "+tests0.7": replace(none, tests="demote", aside=0.7),
+        "+type1.3": replace(none, type_lean=1.3),
+        "+type1.6": replace(none, type_lean=1.6),
+        "+public0.85": replace(none, private=0.85),
+        "+module0.6": replace(none, module_howto=0.6),
+        "+module0.3": replace(none, module_howto=0.3),
+        "+priors": FIT_PRIORS,
+    }
+    for name, prior in priors.items():
+        out.append(Variant(name, "hybrid", fusion=FIT_FUSION, ranking=Ranking(priors=prior)))
+    ranker = load_ranker()
+    out += [
+        Variant(
+            "ranker-alone",
+            "hybrid",
+            fusion=FIT_FUSION,
+            ranking=Ranking(priors=replace(none, tests="demote"), ranker=ranker),
+            note="learned ranker, no priors (its own test feature on)",
+        ),
+        Variant(
+            "+priors+ranker",
+            "hybrid",
+            fusion=FIT_FUSION,
+            ranking=Ranking(priors=FIT_PRIORS, ranker=ranker),
+        ),
+        Variant("shipped", "hybrid", ranking=Ranking.default(), note="what search does now"),
+    ]
+    return out
+
+
+def pick(variants: list[Variant], spec: str, parser: argparse.ArgumentParser) -> list[Variant]:
+    if spec == "all":
+        return variants
+    wanted = [n.strip() for n in spec.split(",")]
+    unknown = set(wanted) - {v.name for v in variants}
+    if unknown:
+        parser.error(f"unknown variants: {', '.join(sorted(unknown))}")
+    return [v for v in variants if v.name in wanted]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--corpus", type=Path, default=REPO / "examples" / "bookshelf")
     parser.add_argument("--queries", type=Path, action="append")
+    parser.add_argument(
+        "--devcorpus",
+        type=Path,
+        nargs="?",
+        const=DEVCORPUS,
+        help=f"score the real-code devcorpus [default folder: {DEVCORPUS}]",
+    )
+    parser.add_argument(
+        "--queries-dir",
+        type=Path,
+        default=DEV_QUERIES,
+        help="devcorpus query files, one FOLDER.jsonl per repository",
+    )
+    parser.add_argument("--half", choices=("dev", "held", "both"), default="dev")
+    parser.add_argument("--layout", choices=(*LAYOUTS, "both"), default="both")
     parser.add_argument("--variants", default="all", help="comma-separated names, or all")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--json", type=Path, help="write the figures as JSON here")
@@ -289,24 +574,31 @@ def main(argv: list[str] | None = None) -> int:
         "or cross-encoder:DIR; repeatable",
     )
     args = parser.parse_args(argv)
-
-    query_files = args.queries or [REPO / "bench" / "queries" / "bookshelf.jsonl"]
-    corpus = load_corpus(args.corpus, query_files)
-    wanted = {n.strip() for n in args.variants.split(",")} if args.variants != "all" else None
-    variants = [v for v in VARIANTS if wanted is None or v.name in wanted]
-    unknown = (wanted or set()) - {v.name for v in VARIANTS}
-    if unknown:
-        parser.error(f"unknown variants: {', '.join(sorted(unknown))}")
-    variants += [rerank_variant(spec) for spec in args.rerank]
     model = OnnxEmbedder(resolve_model_files())
     args.out.mkdir(parents=True, exist_ok=True)
-    report = evaluate(corpus, variants, model, args.out, lambda n: print(f"  {n}", file=sys.stderr))
-    kinds = [k for k in QUERY_KINDS if any(q.kind == k for q in corpus.queries)]
-    print(f"\n{report['corpus']}: {report['queries']} queries")
-    print_table(report, kinds)
-    png = args.png or args.out / f"eval-{report['corpus']}.png"
-    write_png(report, png)
-    print(f"\nchart: {png}")
+    if args.devcorpus is not None:
+        variants = pick(devcorpus_variants(), args.variants, parser)
+        variants += [rerank_variant(spec) for spec in args.rerank]
+        halves = HALVES if args.half == "both" else (args.half,)
+        layouts = LAYOUTS if args.layout == "both" else (args.layout,)
+        report = evaluate_devcorpus(
+            args.devcorpus, args.queries_dir, halves, layouts, variants, model, args.out
+        )
+        print_devcorpus(report)
+    else:
+        query_files = args.queries or [REPO / "bench" / "queries" / "bookshelf.jsonl"]
+        corpus = load_corpus(args.corpus, query_files)
+        variants = pick(VARIANTS, args.variants, parser)
+        variants += [rerank_variant(spec) for spec in args.rerank]
+        report = evaluate(
+            corpus, variants, model, args.out, lambda n: print(f"  {n}", file=sys.stderr)
+        )
+        kinds = [k for k in QUERY_KINDS if any(q.kind == k for q in corpus.queries)]
+        print(f"\n{report['corpus']}: {report['queries']} queries")
+        print_table(report, kinds)
+        png = args.png or args.out / f"eval-{report['corpus']}.png"
+        write_png(report, png)
+        print(f"\nchart: {png}")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2))

@@ -68,6 +68,13 @@ ModelDirOption = Annotated[
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
+TestsOption = Annotated[
+    str,
+    typer.Option(
+        "--tests",
+        help="Test and example code: include, demote (below library code) or exclude.",
+    ),
+]
 ProviderOption = Annotated[
     str | None,
     typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
@@ -425,6 +432,7 @@ def search(
         list[str] | None,
         typer.Option("--kind", help="Only these kinds (function, type, type_alias, ...)."),
     ] = None,
+    tests: TestsOption = "demote",
     db: DbOption = None,
     json_out: JsonOption = False,
     vimgrep: Annotated[
@@ -443,6 +451,7 @@ def search(
         from gbr.cli_output import stamped
         from gbr.core.errors import ConfigError
         from gbr.core.filter_hint import add_filter_hint
+        from gbr.core.priors import parse_test_policy
         from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
         from gbr.core.snapshot import open_for_reading
 
@@ -453,12 +462,21 @@ def search(
             raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
         if json_out and vimgrep:
             raise ConfigError("--json and --vimgrep are two output formats; pass one")
-        where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
+        where = Filter(
+            path=in_path, module=module, kinds=tuple(kind or ()), tests=parse_test_policy(tests)
+        )
         _check_query_length(query)
         db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
-            body = {"k": k, "mode": mode, "path": in_path, "module": module, "kinds": kind or []}
+            body = {
+                "k": k,
+                "mode": mode,
+                "path": in_path,
+                "module": module,
+                "kinds": kind or [],
+                "tests": where.tests,
+            }
             with client:
                 _search_through(client, query, body, json_out, vimgrep)
             return
@@ -570,6 +588,7 @@ def ask(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
     ] = False,
+    tests: TestsOption = "demote",
     timeout: Annotated[
         float | None,
         typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
@@ -582,9 +601,17 @@ def ask(
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
     with _errors(debug) as command:
         from gbr.core.oracle import AskOptions
+        from gbr.core.priors import parse_test_policy
         from gbr.local_index import LocalIndex, LocalSettings
 
-        options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
+        options = AskOptions(
+            max_chunks=k,
+            budget=budget,
+            rerank=rerank,
+            hyde=hyde,
+            dry_run=dry_run,
+            tests=parse_test_policy(tests),
+        )
         db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gbr.core.errors import MissingKeyError, ProviderError
 from gbr.core.llm.base import LlmProvider, Message
+from gbr.core.priors import DEFAULT_TEST_POLICY, TestPolicy
 from gbr.core.prompt import (
     HYDE_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
@@ -35,7 +36,7 @@ from gbr.core.prompt import (
 )
 from gbr.core.records import Hit
 from gbr.core.rerank import Reranker
-from gbr.core.search import Searcher, looks_like_code, rrf
+from gbr.core.search import Filter, Searcher, looks_like_code, rrf
 from gbr.core.telemetry import log
 
 TokenSink = Callable[[str], None]
@@ -56,6 +57,7 @@ class AskOptions:
     dry_run: bool = False
     max_answer_tokens: int = 1024
     history_share: float = 0.5  # of the budget, at most, for earlier turns of a conversation
+    tests: TestPolicy = DEFAULT_TEST_POLICY  # test and example code: include, demote, exclude
 
 
 @dataclass
@@ -202,15 +204,18 @@ class Oracle:
         condense = self._start_condense(question, history, options) if leaning else None
         hyde_text = followup or question
         hyde = self._start_hyde(hyde_text) if self.wants_hyde(question, options) else None
-        ranked = self.searcher.ranked_ids(question, "hybrid", depth=depth)
+        where = Filter(tests=options.tests)
+        retrieval = self.searcher.retrieve(question, "hybrid", where, depth=depth)
         if followup is not None:
-            ranked = self._with_conversation(
-                question, followup, condense, ranked, started, options, answer
+            fused = self._with_conversation(
+                question, followup, condense, retrieval.fused, started, options, answer, where
             )
+            retrieval = replace(retrieval, fused=fused)
         answer.timings["retrieve"] = time.perf_counter() - started
         if hyde is not None:
-            ranked = self._fuse_hyde(hyde, ranked, started, options, answer, depth)
-        hits = self.searcher.collapse(ranked, wanted)
+            fused = self._fuse_hyde(hyde, retrieval.fused, started, options, answer, depth, where)
+            retrieval = replace(retrieval, fused=fused)
+        hits = self.searcher.finish(question, retrieval, wanted, where)
         if use_reranker and self.reranker is not None:
             t = time.perf_counter()
             hits = self.reranker.rerank(question, hits)
@@ -237,13 +242,14 @@ class Oracle:
         started: float,
         options: AskOptions,
         answer: Answer,
+        where: Filter,
     ) -> list[tuple[int, float]]:
         """The question's ranking fused with the conversation's (and the rewrite's, if in time)."""
         depth = len(ranked) or self.searcher.fusion.depth
         lists = {
             "question": [doc for doc, _ in ranked],
             "followup": [
-                doc for doc, _ in self.searcher.ranked_ids(followup, "hybrid", depth=depth)
+                doc for doc, _ in self.searcher.ranked_ids(followup, "hybrid", where, depth)
             ],
         }
         answer.retrieval_query = followup
@@ -255,7 +261,7 @@ class Oracle:
                 lists["condensed"] = [
                     doc
                     for doc, _ in self.searcher.ranked_ids(
-                        answer.retrieval_query, "hybrid", depth=depth
+                        answer.retrieval_query, "hybrid", where, depth
                     )
                 ]
             else:
@@ -281,6 +287,7 @@ class Oracle:
         options: AskOptions,
         answer: Answer,
         depth: int,
+        where: Filter,
     ) -> list[tuple[int, float]]:
         """Plain retrieval wins whenever HyDE is late or fails: the time box is a promise."""
         arrived = hyde.wait(options.hyde_timeout - (time.perf_counter() - started))
@@ -294,7 +301,7 @@ class Oracle:
             log().info("hyde_skipped", reason=_describe(hyde.error) if hyde.error else "empty")
             return ranked
         vector = self.searcher.embedder.embed_batch([_strip_fences(hyde.result or "")])[0]
-        hyde_ids = [doc for doc, _ in self.searcher.dense_by_vector(vector, depth)]
+        hyde_ids = [doc for doc, _ in self.searcher.dense_by_vector(vector, depth, where)]
         answer.hyde = "used"
         # The question's own ranking counts double: HyDE adds recall, it must not take over.
         return rrf(

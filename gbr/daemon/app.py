@@ -42,6 +42,7 @@ from gbr.core.errors import (
 )
 from gbr.core.llm.base import Message as ChatMessage
 from gbr.core.oracle import AskOptions, AskOutcome
+from gbr.core.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
 from gbr.core.records import ChunkKind
 from gbr.core.search import Filter, Mode
 from gbr.core.telemetry import log
@@ -70,6 +71,7 @@ class SearchRequest(BaseModel):
     path: str | None = Field(None, max_length=4096, description="Path prefix or glob.")
     module: str | None = Field(None, max_length=4096, description="Module and its submodules.")
     kinds: list[ChunkKind] = Field(default_factory=list, max_length=16)
+    tests: TestPolicy = Field(DEFAULT_TEST_POLICY, description=TEST_POLICY_HELP)
 
 
 class IndexRequest(BaseModel):
@@ -117,6 +119,7 @@ class AskRequest(BaseModel):
     rerank: bool = False
     hyde: bool | None = None
     dry_run: bool = False
+    tests: TestPolicy = Field(DEFAULT_TEST_POLICY, description=TEST_POLICY_HELP)
     provider: str | None = Field(None, max_length=100)
     model: str | None = Field(None, max_length=200)
     stream: bool = Field(True, description="Server-sent events: token..., answer[, error].")
@@ -203,7 +206,9 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
     )
     def search(body: SearchRequest) -> Any:
         """`search --json`: hybrid, dense or BM25 hits."""
-        where = Filter(path=body.path, module=body.module, kinds=tuple(body.kinds))
+        where = Filter(
+            path=body.path, module=body.module, kinds=tuple(body.kinds), tests=body.tests
+        )
         try:
             return daemon.search(body.query, body.k, body.mode, where)
         except (IndexEmptyError, StoreError) as exc:
@@ -243,6 +248,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
             rerank=body.rerank,
             hyde=body.hyde,
             dry_run=body.dry_run,
+            tests=body.tests,
         )
         history = [ChatMessage(m.role, m.content) for m in body.history]
         plan = daemon.plan_ask(body.question, options, body.provider, body.model, history)

@@ -193,6 +193,7 @@ def ask_body(
         "rerank": options.rerank,
         "hyde": options.hyde,
         "dry_run": options.dry_run,
+        "tests": options.tests,
         "provider": provider,
         "model": model,
     }

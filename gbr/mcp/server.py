@@ -39,6 +39,7 @@ from gbr import __version__
 from gbr.actors.coordinator import Progress
 from gbr.core.errors import GbrError
 from gbr.core.oracle import AskOptions
+from gbr.core.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
 from gbr.core.prompt import render_chunk
 from gbr.core.records import ChunkKind, Hit
 from gbr.core.search import Filter, Mode
@@ -89,9 +90,10 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
         kinds: Annotated[
             list[ChunkKind], Field(max_length=6, description="Only these kinds.")
         ] = [],  # noqa: B006 - pydantic copies defaults
+        tests: Annotated[TestPolicy, Field(description=TEST_POLICY_HELP)] = DEFAULT_TEST_POLICY,
     ) -> CallToolResult:
         """Find code in the indexed Gleam package; returns each hit's code with path:line."""
-        where = Filter(path=path, module=module, kinds=tuple(kinds))
+        where = Filter(path=path, module=module, kinds=tuple(kinds), tests=tests)
         with _tool_errors(chooser), chooser.current() as index:
             data = index.search(query, k, mode, where)
             via = index.via
@@ -118,9 +120,12 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
         dry_run: Annotated[
             bool, Field(description="Return the prompt that would be sent; call no LLM.")
         ] = False,
+        tests: Annotated[TestPolicy, Field(description=TEST_POLICY_HELP)] = DEFAULT_TEST_POLICY,
     ) -> CallToolResult:
         """Answer a question from the package's code with path:line citations (calls an LLM)."""
-        options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
+        options = AskOptions(
+            max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=tests
+        )
         with _tool_errors(chooser), chooser.current() as index:
             outcome = index.ask(question, options, provider, model)
         data = outcome.answer

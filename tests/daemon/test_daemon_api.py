@@ -94,6 +94,21 @@ def test_a_filter_that_matches_nothing_gets_a_hint_through_the_daemon(
     assert human.stderr.startswith("note: no chunk is under path lib/"), human.stderr
 
 
+def test_search_and_ask_take_the_tests_policy(daemon: RunningDaemon) -> None:
+    query = "parse an isbn and check the round trip"
+    everything = daemon.search(query, k=40, tests="include")["results"]
+    assert any(r["path"].startswith("test/") for r in everything)
+    library = daemon.search(query, k=40, tests="exclude")["results"]
+    assert library and not [r for r in library if r["path"].startswith("test/")]
+    asked = daemon.post(
+        "/ask", {"question": query, "dry_run": True, "stream": False, "tests": "exclude"}
+    )
+    assert asked.status_code == 200, asked.text
+    assert not [c for c in asked.json()["chunks"] if c["path"].startswith("test/")]
+    bad = daemon.post("/ask", {"question": query, "dry_run": True, "tests": "hide"})
+    assert bad.status_code == 422 and "tests" in bad.json()["error"]
+
+
 @pytest.mark.parametrize(
     ("body", "status", "words"),
     [
@@ -102,6 +117,7 @@ def test_a_filter_that_matches_nothing_gets_a_hint_through_the_daemon(
         ({"query": "x", "k": 10_000}, 422, "k"),
         ({"query": "x", "mode": "fuzzy"}, 422, "mode"),
         ({"query": "x", "kinds": ["macro"]}, 422, "kinds"),
+        ({"query": "x", "tests": "hide"}, 422, "tests"),
         ({"query": "x", "top_k": 3}, 422, "top_k"),
         ({"query": 42}, 422, "query"),
         (["query"], 422, "JSON object"),

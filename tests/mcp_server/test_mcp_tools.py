@@ -147,6 +147,19 @@ def test_search_filters_narrow_the_hits(server: MCPServer) -> None:
     assert text(none).startswith("No hits for 'zzqqxx'")
 
 
+def test_search_and_ask_take_the_tests_policy(server: MCPServer) -> None:
+    indexed(server)
+    query = "parse an isbn and check the round trip"
+    everything = call(server, "search_code", query=query, k=40, tests="include")
+    assert any(r["path"].startswith("test/") for r in everything.structured_content["results"])
+    library = call(server, "search_code", query=query, k=40, tests="exclude")
+    hits = library.structured_content["results"]
+    assert hits and not [r for r in hits if r["path"].startswith("test/")]
+    asked = call(server, "ask_codebase", question=query, dry_run=True, tests="exclude")
+    assert not asked.is_error, text(asked)
+    assert not [c for c in asked.structured_content["chunks"] if c["path"].startswith("test/")]
+
+
 @pytest.mark.parametrize(
     "arguments",
     [
@@ -155,6 +168,7 @@ def test_search_filters_narrow_the_hits(server: MCPServer) -> None:
         {"query": "isbn", "k": 51},
         {"query": "isbn", "mode": "fuzzy"},
         {"query": "isbn", "kinds": ["bogus"]},
+        {"query": "isbn", "tests": "hide"},
         {},
     ],
 )
