@@ -140,6 +140,7 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
         "chunks": chunks,
         "chunks_indexed_now": summary.chunks,
         "files_dropped": summary.files_dropped,
+        "files_partial": summary.files_partial,
         "index_seconds": summary.seconds,
         "index_others_cpu": rss.others_cpu,
         "db_bytes": db.stat().st_size,

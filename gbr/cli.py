@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -21,6 +21,7 @@ from rich.markup import escape
 if TYPE_CHECKING:
     from gbr.actors.coordinator import Progress
     from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary
     from gbr.daemon.client import DaemonClient
     from gbr.daemon.discovery import DaemonInfo
@@ -29,19 +30,34 @@ app = typer.Typer(
     name="gleambrctl",
     help="Index a Gleam package locally and search it by meaning and by name.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion: typer writes the script itself, no network.
+    add_completion=True,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    # Plain help, as git or ripgrep print it: flags without a `<bool>` type (typer's rich
+    # panels show one), no boxes to break when piped, and `[default: ...]` read literally.
+    rich_markup_mode=None,
 )
-# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns.
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns (an
+# error is one line). emoji off: file names and reasons are the user's text, and `:x:` in
+# one must print as written; markup in them is escaped where they are printed.
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 T = TypeVar("T")
 
 DbOption = Annotated[
     Path | None,
     typer.Option("--db", help="DuckDB index file [default: PATH/.gbr/index.duckdb]"),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+JsonOption = Annotated[
+    bool,
+    typer.Option("--json", help="Print JSON (with schema_version and the package name)."),
+]
+MODE_HELP = (
+    "hybrid, dense or bm25. The score orders hits within one query; its scale depends on "
+    "the mode: dense is the cosine similarity (-1 to 1); bm25 is the BM25 score (0 and up, "
+    "unbounded); hybrid mixes the two lists' scores, each scaled to 0-1 (so 0 to 1)."
+)
 ModelDirOption = Annotated[
     Path | None,
     typer.Option(
@@ -56,7 +72,19 @@ ProviderOption = Annotated[
     typer.Option("--provider", help="groq, gemini or openai [default: first configured]"),
 ]
 LlmModelOption = Annotated[str | None, typer.Option("--model", help="The provider's model.")]
-MaxChunksOption = Annotated[int, typer.Option("-k", min=1, max=50, help="Most chunks to send.")]
+MaxChunksOption = Annotated[
+    int, typer.Option("-k", "--top", min=1, max=50, help="Most chunks to send.")
+]
+RerankOption = Annotated[
+    bool, typer.Option("--rerank/--no-rerank", help="Fetch 30 candidates and rerank them.")
+]
+HydeOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--hyde/--no-hyde",
+        help="Also search with a hypothetical snippet [default: on for open questions]",
+    ),
+]
 IncludeDepsOption = Annotated[
     bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
 ]
@@ -65,21 +93,81 @@ MaxFileSizeOption = Annotated[
 ]
 
 
+class _Command:
+    """What a command's error handler needs to know: the index file it reads, once known."""
+
+    db: Path | None = None
+
+
 @contextmanager
-def _errors(debug: bool) -> Iterator[None]:
-    """Every GbrError becomes one line on stderr and its exit code; tracebacks only with --debug."""
+def _errors(debug: bool) -> Iterator[_Command]:
+    """Every GbrError becomes one line on stderr and its exit code; tracebacks only with --debug.
+
+    A DuckDB error that says the index file is damaged (found mid-query, by a block's
+    checksum) is one such line too, naming the file and the rebuild that fixes it.
+    """
     from gbr.core.errors import GbrError
 
+    command = _Command()
     try:
-        yield
+        yield command
     except GbrError as exc:
-        if debug:
-            err.print_exception()
-        err.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(exc.exit_code) from None
+        _fail(exc, debug)
+    except Exception as exc:
+        bad = _damage(exc, command.db)
+        if bad is None:
+            raise
+        _fail(bad, debug)
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/yellow]; finished files are kept in the index")
         raise typer.Exit(130) from None
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from gbr import __version__
+
+        out.print(f"gleambrctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Index a Gleam package locally and search it by meaning and by name."""
+
+
+def _fail(exc: GbrError, debug: bool) -> NoReturn:
+    if debug:
+        err.print_exception()
+    err.print(f"[red]error:[/red] {escape(str(exc))}")
+    raise typer.Exit(exc.exit_code) from None
+
+
+def _damage(exc: Exception, db: Path | None) -> GbrError | None:
+    if db is None:
+        return None
+    from gbr.core.store import damaged
+
+    return damaged(exc, db)
+
+
+def _warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def _telemetry(db: Path, echo: bool = False) -> None:
+    """Events beside the index when that is a plain file in a writable folder; when the
+    folder or file cannot take them, one warning, and the command goes on without them."""
+    from gbr.core import telemetry
+
+    telemetry.configure(telemetry.events_beside(db), echo=echo, warn=_warn)
 
 
 def _load_model(model_dir: Path | None) -> OnnxEmbedder:
@@ -90,19 +178,10 @@ def _load_model(model_dir: Path | None) -> OnnxEmbedder:
 
 
 def _find_db(db: Path | None) -> Path:
-    """--db, else the nearest `.gbr/index.duckdb` from here upwards, like git finds `.git`."""
-    from gbr.core.errors import ConfigError
+    """--db, else the nearest `.gbr/index.duckdb` upwards, with ceilings (gbr.core.paths)."""
+    from gbr.core.paths import find_index
 
-    if db is not None:
-        return db
-    here = Path.cwd().resolve()
-    for folder in (here, *here.parents):
-        candidate = folder / ".gbr" / "index.duckdb"
-        if candidate.is_file():
-            return candidate
-    raise ConfigError(
-        "no index found here or in any parent folder; run `gleambrctl index PATH` or pass --db FILE"
-    )
+    return db if db is not None else find_index(Path.cwd())
 
 
 def _daemon_client(db: Path) -> DaemonClient | None:
@@ -129,12 +208,28 @@ def _note_stale(info: DaemonInfo | None, why: str) -> None:
 
 
 def _package_root(path: Path) -> Path:
-    from gbr.actors.pipeline import package_root
+    from gbr.core.paths import package_root
 
     return package_root(path)
 
 
-def _parse_size(text: str) -> int:
+def _confirm_wide(root: Path, yes: bool) -> None:
+    """Ask before indexing `/`, home, or a folder with no Gleam package in sight; refuse
+    with a hint when nobody can answer."""
+    from gbr.core.errors import ConfigError
+    from gbr.core.paths import wide_folder
+
+    why = None if yes else wide_folder(root)
+    if why is None:
+        return
+    if sys.stdin.isatty() and err.is_terminal:
+        if typer.confirm(f"{why}; index everything under it?", default=False, err=True):
+            return
+        raise typer.Exit(1)
+    raise ConfigError(f"{why}; pass the path of a Gleam package, or --yes to index it anyway")
+
+
+def _parse_size(text: str, option: str = "--max-file-size") -> int:
     from gbr.core.errors import ConfigError
 
     units = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
@@ -148,7 +243,7 @@ def _parse_size(text: str) -> int:
             f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
         ) from None
     if value <= 0:
-        raise ConfigError("--max-file-size must be positive")
+        raise ConfigError(f"{option} must be positive")
     return int(value)
 
 
@@ -158,7 +253,8 @@ def index(
     db: DbOption = None,
     json_out: JsonOption = False,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Exit 1 when any file was dropped.")
+        bool,
+        typer.Option("--strict", help="Exit 1 when any file was dropped or only partly parsed."),
     ] = False,
     include_deps: IncludeDepsOption = False,
     max_file_size: MaxFileSizeOption = "1MB",
@@ -166,36 +262,98 @@ def index(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Echo telemetry events to stderr.")
     ] = False,
+    rebuild: Annotated[
+        bool,
+        typer.Option(
+            "--rebuild", help="Recreate the index from the source tree; the old file is kept aside."
+        ),
+    ] = False,
+    follow_outside_links: Annotated[
+        bool,
+        typer.Option(
+            "--follow-outside-links", help="Follow symlinks that lead out of PATH (off: skipped)."
+        ),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Index PATH even if no gleam.toml is near.")
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
-    """Index the .gleam files under PATH (incremental: unchanged files cost one hash)."""
-    with _errors(debug):
+    """Index the .gleam files under PATH (incremental: unchanged files cost one hash).
+
+    A damaged index file is found before the run, kept aside and rebuilt from the source.
+    """
+    with _errors(debug) as command:
         from gbr.actors.pipeline import IndexOptions, default_db, run_index
-        from gbr.core import telemetry
+        from gbr.core.store import prepare_folder
 
         root = _package_root(path)
         db_path = db or default_db(root)
-        telemetry.configure(db_path.parent / "events.jsonl", echo=verbose)
         options = IndexOptions(
             root=root,
             db=db_path,
             include_deps=include_deps,
             max_bytes=_parse_size(max_file_size),
+            follow_outside_links=follow_outside_links,
+            staged=True,  # readers keep the last complete index meanwhile
         )
+        _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
+        command.db = db_path
+        prepare_folder(db_path)
+        _telemetry(db_path, echo=verbose)
         client = _daemon_client(db_path)
         if client is not None:
+            if rebuild:
+                client.close()
+                raise _daemon_in_the_way(client.info, db_path)
             summary = _index_through(client, root, db_path, quiet=json_out)
         else:
+            _set_aside_if_needed(db_path, rebuild)
             model = _load_model(model_dir)
             show_bar = not json_out and err.is_terminal
             with _progress_bar(show_bar) as on_progress:
                 summary = run_index(options, model, progress=on_progress)
         if json_out:
-            out.print_json(json.dumps(summary.as_dict()))
+            from gbr.cli_output import stamped
+
+            out.print_json(json.dumps(stamped(summary.as_dict(), summary.root)))
         else:
             _print_summary(summary)
-        if strict and summary.files_dropped:
-            raise typer.Exit(1)
+        if strict and (summary.files_dropped or summary.files_partial):
+            from gbr.core.errors import GbrError
+
+            raise GbrError(
+                f"--strict: {summary.files_dropped} files dropped, {summary.files_partial} "
+                "only partly parsed; fix the files listed above, or index without --strict"
+            )
+
+
+def _daemon_in_the_way(info: DaemonInfo, db: Path) -> GbrError:
+    from gbr.core.errors import DaemonError
+
+    return DaemonError(
+        f"the daemon (pid {info.pid}) serves {db}; stop it (Ctrl-C, or kill {info.pid}) "
+        "before --rebuild"
+    )
+
+
+def _set_aside_if_needed(db: Path, rebuild: bool) -> None:
+    """Before a run: with --rebuild, or when the file is damaged, move it aside (one line)."""
+    from gbr.core.store import check_index, set_aside
+
+    if not db.exists():
+        return
+    bad = check_index(db)
+    if bad is None and not rebuild:
+        return
+    aside = set_aside(db, "corrupt" if bad is not None else "old")
+    if bad is not None:
+        err.print(
+            f"[yellow]the index {escape(str(db))} could not be read ({escape(bad.detail)}); "
+            f"kept it as {escape(aside.name)} and rebuilding it from the source tree[/yellow]"
+        )
+    else:
+        err.print(f"[dim]kept the old index as {escape(aside.name)}; rebuilding it[/dim]")
 
 
 def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> IndexSummary:
@@ -216,30 +374,9 @@ def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> I
 
 @contextmanager
 def _progress_bar(enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
-    if not enabled:
-        yield None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from gbr.cli_progress import index_progress
 
-    bar = Progress(
-        TextColumn("indexing"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[chunks]} chunks, {task.fields[dropped]} dropped"),
-        TextColumn("{task.fields[rate]:.0f} chunks/s"),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    )
-    task = bar.add_task("index", total=None, chunks=0, dropped=0, rate=0.0)
-
-    def update(p: Any) -> None:
-        rate = p.chunks / p.elapsed if p.elapsed > 0 else 0.0
-        bar.update(
-            task, completed=p.done, total=p.expected, chunks=p.chunks, dropped=p.dropped, rate=rate
-        )
-
-    with bar:
+    with index_progress(err, enabled) as update:
         yield update
 
 
@@ -258,6 +395,8 @@ def _print_summary(s: IndexSummary) -> None:
         out.print(f"[yellow]{s.restarts} actor restarts, {s.dead_letters} dead letters[/yellow]")
     for problem in s.dropped:
         out.print(f"  [red]dropped[/red] {escape(problem.path)}: {escape(problem.reason)}")
+    for problem in s.partial:
+        out.print(f"  [yellow]partial[/yellow] {escape(problem.path)}: {escape(problem.reason)}")
     out.print(f"index: {escape(s.db)}")
 
 
@@ -265,7 +404,7 @@ def _print_summary(s: IndexSummary) -> None:
 def search(
     query: Annotated[str, typer.Argument(help="Words or an identifier; `-` reads one per line.")],
     k: Annotated[int, typer.Option("-k", "--top", min=1, max=200, help="Hits to show.")] = 10,
-    mode: Annotated[str, typer.Option("--mode", help="hybrid, dense or bm25.")] = "hybrid",
+    mode: Annotated[str, typer.Option("--mode", help=MODE_HELP)] = "hybrid",
     in_path: Annotated[
         str | None, typer.Option("--path", help="Only files under this prefix or glob.")
     ] = None,
@@ -278,60 +417,104 @@ def search(
     ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
+    vimgrep: Annotated[
+        bool,
+        typer.Option(
+            "--vimgrep",
+            help="One `path:line:col: name (kind) signature` line per hit, paths from the "
+            "current folder: for quickfix lists and editors' grep modes.",
+        ),
+    ] = False,
     model_dir: ModelDirOption = None,
     debug: DebugOption = False,
 ) -> None:
-    """Search the index: dense vectors and BM25 fused with Reciprocal Rank Fusion."""
-    with _errors(debug):
+    """Search the index: dense vectors and BM25, fused (see --mode for what the score means)."""
+    with _errors(debug) as command:
+        from gbr.cli_output import stamped
         from gbr.core.errors import ConfigError
+        from gbr.core.filter_hint import add_filter_hint
         from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
-        from gbr.core.store import Store
+        from gbr.core.snapshot import open_for_reading
 
         if mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
         bad = [k for k in kind or [] if k not in KINDS]
         if bad:
             raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
+        if json_out and vimgrep:
+            raise ConfigError("--json and --vimgrep are two output formats; pass one")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()))
-        db_path = _find_db(db)
+        _check_query_length(query)
+        db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
             body = {"k": k, "mode": mode, "path": in_path, "module": module, "kinds": kind or []}
             with client:
-                _search_through(client, query, body, json_out)
+                _search_through(client, query, body, json_out, vimgrep)
             return
-        with Store.open(db_path, read_only=True) as store:
+        with open_for_reading(db_path) as store:
             searcher = Searcher(store, _load_model(model_dir))
+            root = store.meta().get("root")
             if query == "-":
                 for line in sys.stdin:
                     if line.strip():
+                        _check_query_length(line.strip())
                         hits = searcher.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
-                        sys.stdout.write(json.dumps(search_json(line.strip(), mode, hits)) + "\n")
+                        data = add_filter_hint(search_json(line.strip(), mode, hits), store, where)
+                        sys.stdout.write(json.dumps(stamped(data, root)) + "\n")
                         sys.stdout.flush()
                 return
             hits = searcher.search(query, k, mode, where)  # type: ignore[arg-type]
-        if json_out:
-            sys.stdout.write(json.dumps(search_json(query, mode, hits), indent=2) + "\n")
-        else:
-            _print_hits(hits)
+            data = add_filter_hint(search_json(query, mode, hits), store, where)
+        _render_search(stamped(data, root), root, json_out, vimgrep)
 
 
-def _search_through(client: DaemonClient, query: str, body: dict[str, Any], json_out: bool) -> None:
+def _check_query_length(query: str) -> None:
+    """The daemon's cap on a query, so that a local search fails the same way (exit 2)."""
+    from gbr.core.errors import ConfigError
+    from gbr.daemon.client import MAX_QUERY_CHARS
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise ConfigError(
+            f"the query is {len(query)} characters long, over the {MAX_QUERY_CHARS} a search "
+            "takes; shorten it"
+        )
+
+
+def _search_through(
+    client: DaemonClient, query: str, body: dict[str, Any], json_out: bool, vimgrep: bool
+) -> None:
     """`search` answered by the daemon: the same JSON, the same rendering."""
-    from gbr.core.records import Hit
+    from gbr.cli_output import stamped
 
+    root = client.info.root
     if query == "-":
         for line in sys.stdin:
             if line.strip():
                 data = client.search({**body, "query": line.strip()})
-                sys.stdout.write(json.dumps(data) + "\n")
+                sys.stdout.write(json.dumps(stamped(data, root)) + "\n")
                 sys.stdout.flush()
         return
     data = client.search({**body, "query": query})
+    _render_search(stamped(data, root), root, json_out, vimgrep)
+
+
+def _render_search(
+    data: dict[str, Any], root: str | Path | None, json_out: bool, vimgrep: bool
+) -> None:
+    """The `search --json` object as JSON, vimgrep lines, or the reading layout."""
+    from gbr.cli_output import vimgrep_lines
+    from gbr.core.records import Hit
+
+    hits = [Hit.from_dict(hit) for hit in data["results"]]
     if json_out:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif vimgrep:
+        sys.stdout.writelines(line + "\n" for line in vimgrep_lines(hits, root or "."))
     else:
-        _print_hits([Hit.from_dict(hit) for hit in data["results"]])
+        _print_hits(hits)
+    if data.get("hint") and not json_out:
+        err.print(f"[yellow]note:[/yellow] {escape(data['hint'])}")
 
 
 def _print_hits(hits: list[Hit]) -> None:
@@ -364,9 +547,7 @@ def ask(
     budget: Annotated[
         int, typer.Option("--budget", min=200, help="Context budget in estimated tokens.")
     ] = 3000,
-    rerank: Annotated[
-        bool, typer.Option("--rerank/--no-rerank", help="Fetch 30 candidates and rerank them.")
-    ] = False,
+    rerank: RerankOption = False,
     reranker: Annotated[
         str | None,
         typer.Option(
@@ -375,13 +556,7 @@ def ask(
             "is set, else llm]",
         ),
     ] = None,
-    hyde: Annotated[
-        bool | None,
-        typer.Option(
-            "--hyde/--no-hyde",
-            help="Also search with a hypothetical snippet [default: on for open questions]",
-        ),
-    ] = None,
+    hyde: HydeOption = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
     ] = False,
@@ -395,12 +570,12 @@ def ask(
     debug: DebugOption = False,
 ) -> None:
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
-    with _errors(debug):
+    with _errors(debug) as command:
         from gbr.core.oracle import AskOptions
         from gbr.local_index import LocalIndex, LocalSettings
 
         options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
-        db_path = _find_db(db)
+        db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
             from gbr.daemon.client import ask_body
@@ -411,9 +586,8 @@ def ask(
             with client:
                 code = _ask_through(client, body, json_out, dry_run)
             raise typer.Exit(code)
-        local = LocalIndex(
-            LocalSettings(db_path.parent.parent, db_path), lambda: _load_model(model_dir)
-        )
+        root = db_path.parent.parent
+        local = LocalIndex(LocalSettings(root, db_path), lambda: _load_model(model_dir))
         outcome = local.ask(
             question,
             options,
@@ -425,7 +599,7 @@ def ask(
         )
         if not json_out and outcome.answer["provider"] is not None:
             sys.stdout.write("\n")  # after the streamed answer
-        _render_answer_data(outcome.answer, json_out, dry_run)
+        _render_answer_data(outcome.answer, json_out, dry_run, root)
         raise typer.Exit(outcome.exit_code)
 
 
@@ -434,13 +608,16 @@ def _print_token(delta: str) -> None:
     sys.stdout.flush()
 
 
-def _render_answer_data(data: dict[str, Any], json_out: bool, dry_run: bool) -> None:
+def _render_answer_data(
+    data: dict[str, Any], json_out: bool, dry_run: bool, root: str | Path | None
+) -> None:
     """Render the `ask --json` object, whether it was made here or by a daemon."""
+    from gbr.cli_output import stamped
     from gbr.core.oracle import Answer
     from gbr.core.prompt import render_context, sources_line
 
     if json_out:
-        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+        sys.stdout.write(json.dumps(stamped(data, root), indent=2) + "\n")
         return
     if dry_run:
         for message in data.get("prompt", []):
@@ -467,7 +644,7 @@ def _ask_through(client: DaemonClient, body: dict[str, Any], json_out: bool, dry
     code = int(data.pop("exit_code", 0))
     if streaming and code != MissingKeyError.exit_code:
         sys.stdout.write("\n")  # as a local run does once a provider was found
-    _render_answer_data(data, json_out, dry_run)
+    _render_answer_data(data, json_out, dry_run, client.info.root)
     return code
 
 
@@ -481,6 +658,8 @@ def chat(
         int,
         typer.Option("--budget", min=200, help="Estimated tokens for context and history."),
     ] = 3000,
+    rerank: RerankOption = False,
+    hyde: HydeOption = None,
     timeout: Annotated[
         float | None,
         typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
@@ -518,7 +697,13 @@ def chat(
             backend = LocalBackend(root, lambda: _load_model(model_dir), db=db)
         views = Views(_print_hits, _print_summary, lambda: _progress_bar(err.is_terminal))
         settings = ChatSettings(
-            provider=provider, model=model, timeout=timeout, max_chunks=k, budget=budget
+            provider=provider,
+            model=model,
+            timeout=timeout,
+            max_chunks=k,
+            budget=budget,
+            rerank=rerank,
+            hyde=hyde,
         )
         session = ChatSession(backend, out, views, settings, debug=debug)
         try:
@@ -538,19 +723,25 @@ def status(
     debug: DebugOption = False,
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
-    with _errors(debug):
-        from gbr.core.store import Store, status_report
+    with _errors(debug) as command:
+        from gbr.core.snapshot import lock_holder, open_for_reading
+        from gbr.core.store import status_report
 
-        db_path = _find_db(db)
+        db_path = command.db = _find_db(db)
         client = _daemon_client(db_path)
         if client is not None:
             with client:
                 report = client.status()
         else:
-            with Store.open(db_path, read_only=True) as store:
+            with open_for_reading(db_path) as store:
                 report = status_report(store)
+            holder = lock_holder(db_path)
+            if holder is not None and holder[1] == "index":
+                report["index_run_pid"] = holder[0]  # the figures are of the last complete run
         if json_out:
-            sys.stdout.write(json.dumps(report, indent=2) + "\n")
+            from gbr.cli_output import stamped
+
+            sys.stdout.write(json.dumps(stamped(report, report.get("root")), indent=2) + "\n")
             return
         if "pid" in report:
             out.print(
@@ -559,11 +750,20 @@ def status(
                 f"{report['restarts']} restarts, {report['queue_depth']} queued"
                 + (f", indexing ({report['indexing']})" if report["indexing"] else "")
             )
+        if report.get("index_run_pid"):
+            out.print(
+                f"an index run (pid {report['index_run_pid']}) is in progress; "
+                "this is the last complete index"
+            )
         out.print(f"index  {escape(report['db'])} ({report['db_bytes'] / 1e6:.1f} MB)")
         out.print(f"root   {escape(str(report['root']))}")
-        out.print(f"model  {report['model_id']} (chunker v{report['chunker_version']})")
         out.print(
-            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped; "
+            f"model  {escape(str(report['model_id']))} "
+            f"(chunker v{escape(str(report['chunker_version']))})"
+        )
+        out.print(
+            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped, "
+            f"{report.get('files_partial', 0)} partial; "
             f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
         )
         last = report["last_run"]
@@ -576,6 +776,11 @@ def status(
             stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
             out.print(
                 f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}{stale}"
+            )
+        for item in report.get("partial", []):
+            stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
+            out.print(
+                f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
 
 
@@ -608,13 +813,24 @@ def serve(
     ] = True,
     include_deps: IncludeDepsOption = False,
     max_file_size: MaxFileSizeOption = "1MB",
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow-host",
+            help="Also answer requests whose Host is NAME (a proxy's name; repeatable; * for "
+            "any). Loopback and --host always are.",
+            metavar="NAME",
+        ),
+    ] = None,
+    max_body: Annotated[
+        str, typer.Option("--max-body", help="Largest request body read (e.g. 8MB).")
+    ] = "8MB",
     debug: DebugOption = False,
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
     with _errors(debug):
         from gbr.actors.faults import parse_faults
         from gbr.actors.pipeline import default_db
-        from gbr.core import telemetry
         from gbr.core.errors import ConfigError
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
@@ -625,7 +841,7 @@ def serve(
             faults = parse_faults(os.environ.get("GBR_FAULTS"))
         except ValueError as exc:
             raise ConfigError(f"GBR_FAULTS: {exc}") from None
-        telemetry.configure(db_path.parent / "events.jsonl", echo=json_logs)
+        _telemetry(db_path, echo=json_logs)
         config = DaemonConfig(
             root=root,
             db=db_path,
@@ -645,7 +861,14 @@ def serve(
         def note(message: str) -> None:
             err.print(f"[dim]note: {escape(message)}[/dim]")
 
-        code = run_daemon(config, lambda: _load_model(model_dir), announce, note)
+        code = run_daemon(
+            config,
+            lambda: _load_model(model_dir),
+            announce,
+            note,
+            allow_hosts=allow_host or (),
+            max_body_bytes=_parse_size(max_body, "--max-body"),
+        )
         raise typer.Exit(code)
 
 
@@ -665,14 +888,13 @@ def mcp(
     """
     with _errors(debug):
         from gbr.actors.pipeline import default_db
-        from gbr.core import telemetry
         from gbr.local_index import LocalIndex, LocalSettings
         from gbr.mcp.backends import IndexChooser
         from gbr.mcp.server import run_stdio
 
         root = _package_root(path)
         db_path = (db or default_db(root)).resolve()
-        telemetry.configure(db_path.parent / "events.jsonl")  # stdout carries the protocol
+        _telemetry(db_path)  # never echoed: stdout carries the protocol
         settings = LocalSettings(root, db_path, include_deps, _parse_size(max_file_size))
         local = LocalIndex(settings, lambda: _load_model(model_dir))
         run_stdio(IndexChooser(local, on_stale=_note_stale))

@@ -21,10 +21,12 @@ from gbr.actors.oracle import AskQuestion, ask_once
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import DaemonError, IndexEmptyError, MissingKeyError, StoreError
+from gbr.core.filter_hint import add_filter_hint
 from gbr.core.llm import LlmProvider, get_provider
 from gbr.core.oracle import AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
 from gbr.core.rerank import ask_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher, search_json
+from gbr.core.snapshot import open_for_reading
 from gbr.core.store import Store, status_report
 from gbr.core.walker import DEFAULT_MAX_BYTES
 from gbr.daemon.discovery import lock_held
@@ -106,7 +108,7 @@ class LocalIndex:
                 f"(or run `gleambrctl index {self.settings.root}`)"
             )
         try:
-            return stack.enter_context(Store.open(db, read_only=True))
+            return stack.enter_context(open_for_reading(db))
         except StoreError:
             if lock_held(db):  # between a daemon's lock and its daemon.json, either way
                 raise DaemonError(
@@ -118,7 +120,7 @@ class LocalIndex:
         model = self.model
         with self._reading() as store:
             hits = Searcher(store, model).search(query, k, mode, where)
-        return search_json(query, mode, hits)
+            return add_filter_hint(search_json(query, mode, hits), store, where)
 
     def ask(
         self,
@@ -166,7 +168,7 @@ class LocalIndex:
     def reindex(self, progress: ProgressCallback | None) -> dict[str, Any]:
         s = self.settings
         options = IndexOptions(
-            root=s.root, db=s.db, include_deps=s.include_deps, max_bytes=s.max_bytes
+            root=s.root, db=s.db, include_deps=s.include_deps, max_bytes=s.max_bytes, staged=True
         )
         model = self.model
         with self._access.exclusive():

@@ -13,6 +13,7 @@ import pytest
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.llm import provider_env_vars
 from gbr.core.model_files import resolve_model_files
+from gbr.core.paths import CEILING_ENV
 from gbr.core.rerank import RERANK_MODEL_DIR_ENV
 
 # The fake LLM server's `fake_llm` fixture, for every test module.
@@ -65,8 +66,10 @@ def make_package(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
 
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """No test sees the user's config, and no actor outlives its test."""
+    """No test sees the user's config or an index above its tmp_path, and no actor outlives
+    its test. The ceiling reaches every subprocess too, since they inherit os.environ."""
     monkeypatch.setenv("GBR_HOME", str(tmp_path / "gbr-home"))
+    monkeypatch.setenv(CEILING_ENV, str(tmp_path.parent))
     yield
     pykka.ActorRegistry.stop_all(block=True, timeout=10)
 

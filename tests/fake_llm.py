@@ -11,19 +11,35 @@ the replies it needs, in order; when the script runs out, the server answers wit
         assert fake_llm.requests[0].headers["authorization"] == "Bearer test-key"
 
 Routes:
-    POST /v1/chat/completions, /openai/v1/chat/completions    OpenAI format (Ollama, Groq)
+    POST /v1/chat/completions                                  OpenAI format (OpenAI, Ollama)
+    POST /openai/v1/chat/completions                           OpenAI format, as Groq says it
     POST /v1beta/models/{model}:streamGenerateContent?alt=sse  Gemini, streamed
     POST /v1beta/models/{model}:generateContent                Gemini, whole
+    (and /v1beta/tunedModels/{model}:… for tuned Gemini models)
 The OpenAI routes stream when the body says `"stream": true`, and answer in one JSON otherwise.
+
+The replies carry what the real services send besides the text (each client must read past it):
+    OpenAI   id, object, created, model, system_fingerprint, service_tier; `usage` on a whole
+             reply; in a stream, `usage: null` on each chunk and a last `choices: []` chunk with
+             the usage when the request asks `stream_options.include_usage` (or Reply.usage_chunk)
+    Groq     the same fields, `x_groq.id` on a whole reply and on the stream's first chunk, and
+             `x_groq.usage` (queue and compute times too) on the stream's finishing chunk
+    Gemini   usageMetadata, modelVersion and responseId on every chunk and whole reply
+Refusals (Reply.refusal): Gemini's `finishReason: "SAFETY"` candidate with safetyRatings and no
+content, or `promptFeedback.blockReason` with no candidates; `finish_reason: "content_filter"` in
+the OpenAI format. Bad keys (FakeLlm.keys): Gemini's 400 INVALID_ARGUMENT whose details say
+API_KEY_INVALID, Groq's and OpenAI's 401 `invalid_api_key`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,10 +51,12 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import pytest
 
 DEFAULT_ANSWER = "Use `list.map` from gleam/list; see src/bookshelf/isbn.gleam:12."
-OPENAI_PATHS = ("/v1/chat/completions", "/openai/v1/chat/completions")
-GEMINI_PREFIX = "/v1beta/models/"
+OPENAI_PATH = "/v1/chat/completions"
+GROQ_PATH = "/openai/v1/chat/completions"
+GEMINI_PREFIX = "/v1beta/"
+GEMINI_COLLECTIONS = ("models/", "tunedModels/")
 
-Route = Literal["openai", "gemini-stream", "gemini"]
+Route = Literal["openai", "groq", "gemini-stream", "gemini"]
 
 
 def split(text: str, n: int) -> list[str]:
@@ -73,6 +91,16 @@ class Reply:
     """drop: close the socket mid-body; clean: end the HTTP body properly, marker still missing."""
     crlf: bool | None = None
     """SSE line ends; None: CRLF for Gemini (as the real API sends), LF for the OpenAI format."""
+    writes: Sequence[str] | None = None
+    """Send exactly these pieces of SSE text as the stream body, one flushed write each (with
+    `chunk_delay` before each): how a test cuts the stream where it wants."""
+    refusal: Literal["safety", "prompt"] | None = None
+    """Decline to answer, after the pieces of an explicit `chunks` list if any: "safety" is a
+    finish for safety (Gemini SAFETY, OpenAI content_filter), "prompt" is Gemini's blocked
+    question (promptFeedback.blockReason, no candidates; the OpenAI format has no such reply
+    and finishes for content_filter)."""
+    usage_chunk: bool | None = None
+    """End an OpenAI stream with the `choices: []` usage chunk; None: if the request asks."""
 
     @classmethod
     def error(
@@ -82,9 +110,11 @@ class Reply:
         return cls(status=status, headers=headers, error_body=body)
 
     def pieces(self, text: str) -> list[str]:
-        if isinstance(self.chunks, int):
-            return split(text, self.chunks)
-        return list(self.chunks)
+        if not isinstance(self.chunks, int):
+            return list(self.chunks)
+        if self.refusal:  # a refusal sends only the pieces a test spelled out
+            return []
+        return split(text, self.chunks)
 
     def delay_before(self, index: int) -> float:
         if isinstance(self.chunk_delay, int | float):
@@ -106,9 +136,19 @@ class RecordedRequest:
 
     @property
     def model(self) -> str | None:
+        """The model asked for; a Gemini one as its path says it, less a `models/` prefix."""
         if self.path.startswith(GEMINI_PREFIX):
-            return unquote(self.path[len(GEMINI_PREFIX) :].rsplit(":", 1)[0])
+            name = unquote(self.path[len(GEMINI_PREFIX) :].rsplit(":", 1)[0])
+            return name.removeprefix("models/")
         return self.json.get("model") if isinstance(self.json, dict) else None
+
+    @property
+    def api_key(self) -> str | None:
+        """The key as each API takes it: a bearer token, or Gemini's header (or `?key=`)."""
+        if self.path.startswith(GEMINI_PREFIX):
+            return self.headers.get("x-goog-api-key") or self.query.get("key")
+        scheme, _, token = self.headers.get("authorization", "").partition(" ")
+        return token if scheme.lower() == "bearer" and token else None
 
     @property
     def messages(self) -> list[tuple[str, str]]:
@@ -137,6 +177,9 @@ class FakeLlm:
         self.requests: list[RecordedRequest] = []
         self.errors: list[str] = []
         """Tracebacks of `respond` failures (each also answered with a 500)."""
+        self.keys: set[str] | None = None
+        """The keys the server accepts, None for any; others get the service's bad-key reply,
+        without taking a scripted one."""
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
         self.stopping = threading.Event()
@@ -203,9 +246,12 @@ class FakeLlm:
         with self._lock:
             self._script.extend(Reply(r) if isinstance(r, str) else r for r in replies)
 
-    def _record(self, request: RecordedRequest) -> Reply:
+    def _record(self, request: RecordedRequest) -> Reply | None:
+        """Log the request and take its scripted reply; None if its key is refused."""
         with self._lock:
             self.requests.append(request)
+            if self.keys is not None and request.api_key not in self.keys:
+                return None
             return self._script.popleft() if self._script else Reply()
 
     def _text(self, reply: Reply, request: RecordedRequest) -> str:
@@ -291,6 +337,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": {"message": f"no route for {parts.path}"}})
             return
         reply = fake._record(request)
+        if reply is None:
+            self._send(*_bad_key(route, request.api_key))
+            return
         if reply.first_byte_delay and fake.stopping.wait(reply.first_byte_delay):
             return
         if reply.status != 200:
@@ -302,10 +351,11 @@ class _Handler(BaseHTTPRequestHandler):
             fake.errors.append(traceback.format_exc())
             self._send(500, {"error": {"message": "respond() raised; see fake_llm.errors"}})
             return
+        envelope = _Envelope(route, request)
         if route == "gemini-stream" or (isinstance(body, dict) and body.get("stream")):
-            self._stream(reply, route, text, request.model or "fake")
+            self._stream(reply, envelope, text)
         else:
-            self._whole(reply, route, text, request.model or "fake")
+            self._whole(reply, envelope, text)
 
     # -- replies ----------------------------------------------------------------------------------
 
@@ -322,7 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _send_error(self, reply: Reply, route: Route) -> None:
         if reply.error_body is not None:
             payload: Any = reply.error_body.encode()
-        elif route == "openai":
+        elif route in ("openai", "groq"):
             payload = {"error": {"message": _REASONS.get(reply.status, "error"), "type": "fake"}}
         else:
             status = _GEMINI_STATUS.get(reply.status, "UNKNOWN")
@@ -330,26 +380,11 @@ class _Handler(BaseHTTPRequestHandler):
             payload = {"error": {"code": reply.status, "message": message, "status": status}}
         self._send(reply.status, payload, reply.headers)
 
-    def _whole(self, reply: Reply, route: Route, text: str, model: str) -> None:
+    def _whole(self, reply: Reply, envelope: _Envelope, text: str) -> None:
         if reply.malformed:
             self._send(200, b'{"choices": [{"message": ')
             return
-        if route == "openai":
-            payload: dict[str, Any] = {
-                "id": "chatcmpl-fake",
-                "object": "chat.completion",
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": "stop",
-                    }
-                ],
-            }
-        else:
-            payload = {"candidates": [_gemini_candidate(text, finished=True)]}
-        data = json.dumps(payload).encode()
+        data = json.dumps(envelope.whole("".join(reply.pieces(text)), reply.refusal)).encode()
         if reply.cut_after is not None:  # promise the whole body, send half, hang up
             self.send_response(200)
             self.send_header("content-type", "application/json")
@@ -360,8 +395,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._send(200, data)
 
-    def _stream(self, reply: Reply, route: Route, text: str, model: str) -> None:
-        newline = "\r\n" if (reply.crlf if reply.crlf is not None else route != "openai") else "\n"
+    def _stream(self, reply: Reply, envelope: _Envelope, text: str) -> None:
+        gemini = envelope.route.startswith("gemini")
+        newline = "\r\n" if (reply.crlf if reply.crlf is not None else gemini) else "\n"
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -369,7 +405,15 @@ class _Handler(BaseHTTPRequestHandler):
         for name, value in reply.headers.items():
             self.send_header(name, value)
         self.end_headers()
-        for payload in self._events(reply, route, text, model):
+        if reply.writes is not None:
+            for index, piece in enumerate(reply.writes):
+                delay = reply.delay_before(index)
+                if delay and self.server.fake.stopping.wait(delay):
+                    return
+                self._chunk(piece.encode())
+            self._chunk(b"")
+            return
+        for payload in self._events(reply, envelope, text):
             if payload is None:  # the scripted cut
                 if reply.cut == "drop":
                     self._drop()
@@ -387,7 +431,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(b"")
 
     def _events(
-        self, reply: Reply, route: Route, text: str, model: str
+        self, reply: Reply, envelope: _Envelope, text: str
     ) -> Iterator[tuple[float, str] | None]:
         """(delay, data) per event, then None where a scripted cut falls."""
         if reply.raw_events is not None:
@@ -397,28 +441,38 @@ class _Handler(BaseHTTPRequestHandler):
         if reply.malformed:
             yield 0.0, '{"choices": [{"delta": {"content": "Hel'
             return
+        openai = not envelope.route.startswith("gemini")
+        if reply.refusal == "prompt" and not openai:
+            yield 0.0, json.dumps(envelope.gemini_chunk(None, "", refusal="prompt"))
+            return
         pieces = reply.pieces(text)
         sent = pieces if reply.cut_after is None else pieces[: reply.cut_after]
         finished = reply.cut_after is None
-        if route == "openai":
+        if openai:
             yield 0.0, ": keep-alive"  # comments happen in real streams
-            yield 0.0, json.dumps(_openai_chunk(model, {"role": "assistant", "content": ""}))
+            yield 0.0, json.dumps(envelope.openai_chunk({"role": "assistant", "content": ""}))
+        so_far = ""
         for index, piece in enumerate(sent):
-            last = finished and index == len(sent) - 1
-            if route == "openai":
-                data = _openai_chunk(model, {"content": piece})
+            so_far += piece
+            last = finished and not reply.refusal and index == len(sent) - 1
+            if openai:
+                data = envelope.openai_chunk({"content": piece})
             else:
-                data = {
-                    "candidates": [_gemini_candidate(piece, finished=last)],
-                    "modelVersion": model,
-                }
+                data = envelope.gemini_chunk(piece, so_far, finish="STOP" if last else None)
             yield reply.delay_before(index), json.dumps(data)
         if not finished:
             yield None
             return
-        if route == "openai":
-            yield 0.0, json.dumps(_openai_chunk(model, {}, finish_reason="stop"))
-            yield 0.0, "[DONE]"
+        if not openai:
+            if reply.refusal:
+                yield 0.0, json.dumps(envelope.gemini_chunk(None, so_far, refusal="safety"))
+            return
+        reason = "content_filter" if reply.refusal else "stop"
+        yield 0.0, json.dumps(envelope.openai_chunk({}, reason, so_far))
+        wants = (envelope.request.json or {}).get("stream_options") or {}
+        if reply.usage_chunk or (reply.usage_chunk is None and wants.get("include_usage")):
+            yield 0.0, json.dumps(envelope.usage_chunk(so_far))
+        yield 0.0, "[DONE]"
 
     def _chunk(self, data: bytes) -> None:
         """One HTTP/1.1 chunk; the empty chunk ends the body."""
@@ -433,9 +487,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def _route(path: str) -> Route | None:
-    if path in OPENAI_PATHS:
+    if path == OPENAI_PATH:
         return "openai"
-    if path.startswith(GEMINI_PREFIX):
+    if path == GROQ_PATH:
+        return "groq"
+    if path.startswith(GEMINI_PREFIX) and path[len(GEMINI_PREFIX) :].startswith(GEMINI_COLLECTIONS):
         if path.endswith(":streamGenerateContent"):
             return "gemini-stream"
         if path.endswith(":generateContent"):
@@ -443,26 +499,195 @@ def _route(path: str) -> Route | None:
     return None
 
 
-def _openai_chunk(
-    model: str, delta: dict[str, str], finish_reason: str | None = None
-) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-fake",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
-    }
+_SERIAL = itertools.count(1)
 
 
-def _gemini_candidate(text: str, *, finished: bool) -> dict[str, Any]:
-    candidate: dict[str, Any] = {
-        "content": {"role": "model", "parts": [{"text": text}]},
-        "index": 0,
-    }
-    if finished:
-        candidate["finishReason"] = "STOP"
-    return candidate
+def _tokens(text: str) -> int:
+    """A token count that is plausible and stable: one per word."""
+    return len(text.split())
+
+
+class _Envelope:
+    """What a real reply wraps around the text: ids, model, timestamps and token counts."""
+
+    def __init__(self, route: Route, request: RecordedRequest) -> None:
+        self.route = route
+        self.request = request
+        self.model = request.model or "fake"
+        self.serial = next(_SERIAL)
+        self.created = int(time.time())
+        self.prompt_tokens = max(1, len(request.raw) // 4)  # about four bytes a token
+
+    # -- OpenAI and Groq --------------------------------------------------------------------------
+
+    def _head(self, kind: str) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-fake{self.serial:08d}",
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_fake0001",
+            "service_tier": "on_demand" if self.route == "groq" else "default",
+        }
+
+    def _groq_id(self) -> str:
+        return f"req_fake{self.serial:08d}"
+
+    def openai_usage(self, text: str) -> dict[str, Any]:
+        done = _tokens(text)
+        usage: dict[str, Any] = {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": done,
+            "total_tokens": self.prompt_tokens + done,
+        }
+        if self.route == "groq":  # Groq adds where the time went
+            usage.update(queue_time=0.0123, prompt_time=0.0021, completion_time=0.0345)
+            usage["total_time"] = 0.0366
+        else:
+            usage["prompt_tokens_details"] = {"cached_tokens": 0, "audio_tokens": 0}
+            usage["completion_tokens_details"] = {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            }
+        return usage
+
+    def openai_chunk(
+        self, delta: dict[str, Any], finish_reason: str | None = None, text: str = ""
+    ) -> dict[str, Any]:
+        """A stream chunk; the first (the role) and the finishing one carry Groq's extras."""
+        delta = dict(delta)
+        chunk = self._head("chat.completion.chunk")
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        chunk["choices"] = [choice]
+        if self.route == "groq":
+            if "role" in delta:
+                chunk["x_groq"] = {"id": self._groq_id()}
+            elif finish_reason is not None:
+                chunk["x_groq"] = {"id": self._groq_id(), "usage": self.openai_usage(text)}
+        else:
+            if "role" in delta:
+                delta["refusal"] = None
+            chunk["usage"] = None  # as sent when include_usage is on; clients must skip it
+            chunk["obfuscation"] = "x" * (8 - len(delta.get("content") or "") % 8)
+        return chunk
+
+    def usage_chunk(self, text: str) -> dict[str, Any]:
+        """OpenAI's last chunk under `stream_options.include_usage`: no choices, the usage."""
+        return {
+            **self._head("chat.completion.chunk"),
+            "choices": [],
+            "usage": self.openai_usage(text),
+        }
+
+    # -- Gemini -----------------------------------------------------------------------------------
+
+    def _gemini_tail(self, text: str | None) -> dict[str, Any]:
+        usage: dict[str, Any] = {
+            "promptTokenCount": self.prompt_tokens,
+            "totalTokenCount": self.prompt_tokens + _tokens(text or ""),
+            "promptTokensDetails": [{"modality": "TEXT", "tokenCount": self.prompt_tokens}],
+        }
+        if text:
+            usage["candidatesTokenCount"] = _tokens(text)
+        return {
+            "usageMetadata": usage,
+            "modelVersion": self.model,
+            "responseId": f"fakeResp{self.serial:08d}",
+        }
+
+    def gemini_chunk(
+        self,
+        piece: str | None,
+        text: str,
+        *,
+        finish: str | None = None,
+        refusal: Literal["safety", "prompt"] | None = None,
+    ) -> dict[str, Any]:
+        """A stream chunk or a whole reply: `piece` is its text, `text` all the text so far."""
+        if refusal == "prompt":
+            feedback = {"blockReason": "SAFETY", "safetyRatings": _safety_ratings()}
+            return {"promptFeedback": feedback, **self._gemini_tail(None)}
+        candidate: dict[str, Any] = {"index": 0}
+        if refusal == "safety":  # no content at all, only why
+            candidate.update(finishReason="SAFETY", safetyRatings=_safety_ratings())
+        else:
+            candidate["content"] = {"role": "model", "parts": [{"text": piece or ""}]}
+            if finish:
+                candidate["finishReason"] = finish
+        return {"candidates": [candidate], **self._gemini_tail(text)}
+
+    # -- whole replies ----------------------------------------------------------------------------
+
+    def whole(self, text: str, refusal: Literal["safety", "prompt"] | None) -> dict[str, Any]:
+        if self.route.startswith("gemini"):
+            if refusal:
+                return self.gemini_chunk(None, "", refusal=refusal)
+            return self.gemini_chunk(text, text, finish="STOP")
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if self.route == "openai":
+            message.update(refusal=None, annotations=[])
+        reason = "content_filter" if refusal else "stop"
+        payload = self._head("chat.completion")
+        payload["choices"] = [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": reason}
+        ]
+        payload["usage"] = self.openai_usage(text)
+        if self.route == "groq":
+            payload["usage_breakdown"] = None
+            payload["x_groq"] = {"id": self._groq_id()}
+        return payload
+
+
+def _safety_ratings() -> list[dict[str, Any]]:
+    harms = ["SEXUALLY_EXPLICIT", "HATE_SPEECH", "HARASSMENT", "DANGEROUS_CONTENT"]
+    ratings: list[dict[str, Any]] = [
+        {"category": f"HARM_CATEGORY_{harm}", "probability": "NEGLIGIBLE"} for harm in harms
+    ]
+    ratings[-1].update(probability="HIGH", blocked=True)
+    return ratings
+
+
+def _bad_key(route: Route, key: str | None) -> tuple[int, dict[str, Any]]:
+    """What each service answers a key it does not know."""
+    if route.startswith("gemini"):
+        message = "API key not valid. Please pass a valid API key."
+        error = {
+            "code": 400,
+            "message": message,
+            "status": "INVALID_ARGUMENT",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "API_KEY_INVALID",
+                    "domain": "googleapis.com",
+                    "metadata": {"service": "generativelanguage.googleapis.com"},
+                },
+                {
+                    "@type": "type.googleapis.com/google.rpc.LocalizedMessage",
+                    "locale": "en-US",
+                    "message": message,
+                },
+            ],
+        }
+        return 400, {"error": error}
+    if route == "groq":
+        message = "Invalid API Key"
+        return 401, {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        }
+    shown = (key or "")[:3] + "*" * 6 + (key or "")[-4:]
+    message = (
+        f"Incorrect API key provided: {shown}. You can find your API key at "
+        "https://platform.openai.com/account/api-keys."
+    )
+    error = {"message": message, "type": "invalid_request_error", "param": None}
+    return 401, {"error": {**error, "code": "invalid_api_key"}}
 
 
 _REASONS = {

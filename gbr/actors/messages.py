@@ -33,6 +33,7 @@ class FileParsed:
 
     source: SourceFile
     chunks: tuple[Chunk, ...]
+    partial: FileProblem | None = None  # some definitions did not parse (`parse_partial`)
 
     @property
     def path(self) -> str:
@@ -47,6 +48,7 @@ class FileEmbedded:
     chunks: tuple[StoredChunk, ...]
     embedded: int
     cached: int
+    partial: FileProblem | None = None
 
     @property
     def path(self) -> str:
@@ -92,6 +94,21 @@ class FileDone:
     embedded: int = 0
     cached: int = 0
     problem: FileProblem | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChunksQueued:
+    """Coordinator: the embedder took `files` files, of whose chunks `chunks` need vectors."""
+
+    files: int
+    chunks: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunksEmbedded:
+    """Coordinator: `count` more chunks have vectors; sent mid-batch, so a big file shows."""
+
+    count: int
 
 
 @dataclass(frozen=True, slots=True)

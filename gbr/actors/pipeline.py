@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,17 +15,23 @@ import pykka
 
 from gbr.actors.coordinator import CoordinatorActor, ProgressCallback
 from gbr.actors.faults import FaultPlan
-from gbr.actors.messages import FileDone, FinishRun, ScanTree
+from gbr.actors.messages import FileDone, FileFailed, FilesRemoved, FinishRun, ScanTree
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
-from gbr.actors.supervisor import RestartPolicy, Supervisor
+from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import ConfigError, SupervisionError
+from gbr.core.errors import GbrError, SupervisionError
+from gbr.core.paths import check_root, default_db, package_root
 from gbr.core.records import FileProblem, IndexSummary
-from gbr.core.store import Store
+from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
+from gbr.core.store import FileState, Store
+from gbr.core.store_lock import LOCK_WAIT, open_when_free
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
+
+# Package-path logic lives in gbr.core.paths; these names stay importable from here.
+__all__ = ["IndexOptions", "check_root", "default_db", "package_root", "run_index"]
 
 
 @dataclass
@@ -32,6 +40,7 @@ class IndexOptions:
     db: Path
     include_deps: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
+    follow_outside_links: bool = False
     parsers: int = 2
     in_flight: int = 64  # files between the walker and the writer at once
     batch_chunks: int = 256  # chunks the embedder gathers across files before it sorts and runs
@@ -45,18 +54,12 @@ class IndexOptions:
     # Set it to end a run early (a daemon shutting down): files already written are kept,
     # and the full-text index is still rebuilt for them.
     cancel: threading.Event | None = None
-
-
-def default_db(root: Path) -> Path:
-    return root / ".gbr" / "index.duckdb"
-
-
-def package_root(path: Path) -> Path:
-    """The folder to index, resolved; anything else is a ConfigError that says so."""
-    root = path.expanduser().resolve()
-    if not root.is_dir():
-        raise ConfigError(f"{path} is not a folder; pass the path of a Gleam package")
-    return root
+    # Write a copy and rename it over the index at the end, so that readers in other
+    # processes keep the last complete index meanwhile (gbr.core.snapshot). Not for a
+    # daemon: it holds the index, and the writer lock, for its whole life.
+    staged: bool = False
+    lock_wait: float = LOCK_WAIT  # seconds to wait for an index another process holds
+    stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
 
 
 def run_index(
@@ -64,21 +67,41 @@ def run_index(
     model: OnnxEmbedder,
     progress: ProgressCallback | None = None,
 ) -> IndexSummary:
-    """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying."""
+    """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying.
+
+    The store opened here stays open until the actors have stopped: DuckDB shares one
+    database between the connections of a process, so the actors' own connections cannot
+    be refused by another process's lock once this one holds the file. (Closed in between,
+    a `search` opening the file for a moment made the actors' starts fail, and the run
+    waited for them forever.)
+    """
+    if options.staged:
+        return _run_staged(options, model, progress)
     root = package_root(options.root)
-    started = time.monotonic()
-    summary = IndexSummary(root=str(root), db=str(options.db))
     budget = chunk_budget(model.max_tokens, options.embed_format)
-    with Store.open(options.db) as store:
-        summary.reindex_reason = store.prepare(
-            model_id=model.model_id,
-            # The chunk size is part of what the chunker produces.
-            chunker_version=f"{CHUNKER_VERSION}/{budget}",
-            dim=model.dim,
-            embed_format=options.embed_format,
-        )
+
+    def busy(holder: str) -> None:
+        log().warning("index_busy", db=str(options.db), holder=holder, wait=options.lock_wait)
+
+    opened = open_when_free(lambda: Store.open(options.db), options.db, options.lock_wait, busy)
+    with opened as store:
+        summary = IndexSummary(root=str(root), db=str(options.db))
+        summary.reindex_reason = store.prepare(**_index_meta(model, options.embed_format))
         check_root(store, root, options.db)
         states = store.file_states()
+        return _run_pipeline(options, model, progress, root, budget, summary, states)
+
+
+def _run_pipeline(
+    options: IndexOptions,
+    model: OnnxEmbedder,
+    progress: ProgressCallback | None,
+    root: Path,
+    budget: int,
+    summary: IndexSummary,
+    states: dict[str, FileState],
+) -> IndexSummary:
+    started = time.monotonic()
     only = options.only
     if only is not None and (summary.reindex_reason or "" in only or "." in only):
         only = None  # the tables were wiped (or the root itself is listed): walk everything
@@ -89,15 +112,38 @@ def run_index(
     abort = threading.Event()
     slots = threading.Semaphore(options.in_flight)
     finished = threading.Event()
+    failure: list[GbrError] = []  # the first error that ends the run early
     coordinator = CoordinatorActor.start(summary, finished, progress)
 
+    def fail(error: GbrError) -> None:
+        if not failure:
+            failure.append(error)
+        abort.set()
+        finished.set()
+
     def dead_letter(child: str, message: Any, error: BaseException | None) -> None:
-        path = getattr(message, "path", None)
-        if path is None:
+        why = f"dropped after the {child} crashed twice on it ({describe(error)})"
+        if isinstance(message, FilesRemoved):
+            for path in message.paths:
+                problem = FileProblem(path, why, "dead_letter")
+                coordinator.tell(FileDone(path, "dropped", problem=problem))
             return
-        problem = FileProblem(
-            path, f"dropped after the {child} crashed twice on it ({error})", "dead_letter"
-        )
+        path = getattr(message, "path", None)
+        if path is None:  # the walk or the run's end: nothing can finish without it
+            fail(
+                SupervisionError(
+                    f"the {child} crashed twice on {type(message).__name__} "
+                    f"({describe(error)}); run again with --debug; files already written are kept"
+                )
+            )
+            return
+        problem = FileProblem(path, why, "dead_letter")
+        if not (child == "writer" and isinstance(message, FileFailed)):
+            # Recorded in the store like any dropped file, so `status` explains it too;
+            # the writer reports it and frees its slot.
+            with contextlib.suppress(SupervisionError):
+                writer.tell(FileFailed(problem, getattr(message, "source", None)))
+                return
         coordinator.tell(FileDone(path, "dropped", problem=problem))
         slots.release()
 
@@ -117,6 +163,7 @@ def run_index(
                 coordinator=coordinator,
                 slots=slots,
                 faults=faults,
+                write_failed=fail,
             ),
         )
         embedder = supervisor.start_child(
@@ -130,6 +177,7 @@ def run_index(
                 batch_chunks=options.batch_chunks,
                 embed_format=options.embed_format,
                 faults=faults,
+                progress_to=coordinator if progress is not None else None,
             ),
         )
         limits = ChunkLimits(max_tokens=budget)
@@ -155,7 +203,10 @@ def run_index(
                 "walker",
                 root=root,
                 options=WalkOptions(
-                    include_deps=options.include_deps, max_bytes=options.max_bytes, only=only
+                    include_deps=options.include_deps,
+                    max_bytes=options.max_bytes,
+                    only=only,
+                    follow_outside_links=options.follow_outside_links,
                 ),
                 states=states,
                 parsers=parsers,
@@ -167,15 +218,31 @@ def run_index(
             ),
         )
         walker.tell(ScanTree())
-        if not _wait(finished, options.timeout, options.cancel):
+        ended = _wait(
+            finished,
+            options.timeout,
+            options.cancel,
+            lambda: supervisor.idle_for() > options.stall_seconds and coordinator_idle(coordinator),
+        )
+        if ended == "timeout":
             raise SupervisionError(
                 f"indexing did not finish within {options.timeout:g} s; run again with --debug"
+            )
+        if ended == "stalled":
+            raise SupervisionError(
+                f"indexing stalled: no actor had work for {options.stall_seconds:g} s with "
+                f"{summary.files_seen or 'some'} files still unaccounted for; run again "
+                "(files already written are kept), with --debug to see why"
             )
         if options.cancel is not None and options.cancel.is_set():
             abort.set()  # the walker stops; files in flight may still land, which is fine
             log().info("index_cancelled", files_done=summary.files_indexed)
+        if failure:
+            raise failure[0]
         if supervisor.given_up is not None:
-            raise supervisor.given_up
+            cause = supervisor.given_up_cause
+            # A store that cannot be opened or written says so better than "crashed N times".
+            raise cause if isinstance(cause, GbrError) else supervisor.given_up
         summary.restarts = supervisor.restarts
         summary.dead_letters = supervisor.dead_letters
         summary.seconds = time.monotonic() - started
@@ -184,36 +251,90 @@ def run_index(
     finally:
         abort.set()
         supervisor.stop_all()
-        coordinator.stop(block=True)
+        with contextlib.suppress(pykka.Timeout):
+            coordinator.stop(block=True, timeout=30)
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
 
 
-def _wait(finished: threading.Event, timeout: float | None, cancel: threading.Event | None) -> bool:
-    """Wait for the run to finish, or for `cancel`; False only when the timeout ran out."""
-    if cancel is None:
-        return finished.wait(timeout)
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not finished.wait(0.05):
-        if cancel.is_set():
-            return True
-        if deadline is not None and time.monotonic() > deadline:
-            return False
-    return True
+def _index_meta(model: OnnxEmbedder, embed_format: str) -> dict[str, Any]:
+    """What `Store.prepare` records and checks: a change to any of it re-indexes everything."""
+    budget = chunk_budget(model.max_tokens, embed_format)
+    return {
+        "model_id": model.model_id,
+        # The chunk size is part of what the chunker produces.
+        "chunker_version": f"{CHUNKER_VERSION}/{budget}",
+        "dim": model.dim,
+        "embed_format": embed_format,
+    }
 
 
-def check_root(store: Store, root: Path, db: Path) -> None:
-    """One index file serves one root: paths in it are relative to that root.
+def _run_staged(
+    options: IndexOptions, model: OnnxEmbedder, progress: ProgressCallback | None
+) -> IndexSummary:
+    """One writer at a time writes a copy; readers keep the old index until the rename.
 
-    An index inside its own tree moves with it, so only an outside one is checked.
+    A run that would change nothing writes nothing. An interrupted run, or one whose actors
+    gave up, still commits the files it finished, as a run in place would have kept them.
     """
-    have = store.meta().get("root")
-    if have is None or db.resolve().is_relative_to(root):
-        store.set_meta(root=str(root))
-    elif have != str(root):
-        raise ConfigError(
-            f"{store.path} indexes {have}, not {root}; pass --db with another file for this tree"
-        )
+    root = package_root(options.root)
+    with WriterLock(options.db):
+        if options.only is None:
+            walk = WalkOptions(include_deps=options.include_deps, max_bytes=options.max_bytes)
+            want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
+            same = unchanged_summary(options.db, root, walk, want)
+            if same is not None:
+                log().info("index_unchanged", files=same.files_seen, seconds=same.seconds)
+                return same
+        staged = StagedIndex(options.db)
+        work = replace(options, db=staged.path, staged=False)
+        staged.begin()  # a copy cut short is never committed; the next run removes it
+        try:
+            summary = run_index(work, model, progress)
+        except (KeyboardInterrupt, SupervisionError):
+            _commit_or_discard(staged, None)
+            raise
+        except BaseException:
+            staged.discard()
+            raise
+        summary.db = str(options.db)
+        _commit_or_discard(staged, summary)
+        return summary
+
+
+def _commit_or_discard(staged: StagedIndex, summary: IndexSummary | None) -> None:
+    try:
+        staged.commit(summary)
+    except BaseException:
+        staged.discard()
+        raise
+
+
+def _wait(
+    finished: threading.Event,
+    timeout: float | None,
+    cancel: threading.Event | None,
+    stalled: Callable[[], bool],
+) -> str:
+    """Wait for the run to finish, for `cancel`, for the timeout, or until `stalled()`.
+
+    A run that finishes never stalls: some actor holds or awaits a message until the
+    coordinator has heard of every file. A lost message would leave all of them idle and
+    this wait unbounded, so an idle pipeline ends it ("stalled"), with no timeout needed.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not finished.wait(0.1):
+        if cancel is not None and cancel.is_set():
+            return "finished"
+        if deadline is not None and time.monotonic() > deadline:
+            return "timeout"
+        if stalled():
+            return "stalled" if not finished.is_set() else "finished"
+    return "finished"
+
+
+def coordinator_idle(coordinator: pykka.ActorRef[Any]) -> bool:
+    return coordinator.actor_inbox.empty()
 
 
 def stop_everything() -> None:

@@ -12,6 +12,8 @@ import pykka
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import (
+    ChunksEmbedded,
+    ChunksQueued,
     FileDone,
     FileEmbedded,
     FileFailed,
@@ -22,17 +24,19 @@ from gbr.actors.messages import (
     ScanTree,
     WalkFinished,
 )
-from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
+from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import StoreWriteError
 from gbr.core.indexing import embed_chunks
-from gbr.core.records import FileProblem
+from gbr.core.records import FileProblem, PartialFile
 from gbr.core.store import FileState, Store
 from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
 
 StoreFactory = Callable[[], Store]
+WriteFailed = Callable[[StoreWriteError], None]
 
 
 class _Stage(SupervisedActor):
@@ -44,9 +48,14 @@ class _Stage(SupervisedActor):
         return super().on_receive(message)
 
 
-def log_problem(problem: FileProblem) -> None:
-    """The structured event for a dropped file; `parse_failed` carries where and what."""
-    event = "parse_failed" if problem.kind == "parse_failed" else "file_dropped"
+def log_problem(problem: FileProblem, **extra: Any) -> None:
+    """The structured event for a dropped or partial file, with where and what.
+
+    `parse_partial` also lists the line ranges left out, so no line is lost unsaid.
+    """
+    event = problem.kind if problem.kind in ("parse_failed", "parse_partial") else "file_dropped"
+    if problem.dropped_lines:
+        extra["dropped_lines"] = [list(r) for r in problem.dropped_lines]
     log().warning(
         event,
         file=problem.path,
@@ -55,6 +64,7 @@ def log_problem(problem: FileProblem) -> None:
         column=problem.column,
         excerpt=problem.excerpt,
         reason=problem.reason,
+        **extra,
     )
 
 
@@ -104,10 +114,16 @@ class WalkerActor(_Stage):
             state = self.states.get(source.path)
             if (
                 state is not None
-                and state.status == "ok"
+                and state.status in ("ok", "partial")
                 and state.content_hash == source.content_hash
             ):
-                self.coordinator.tell(FileDone(source.path, "unchanged"))
+                # An unchanged partial file is still partial: the summary says so again.
+                partial = (
+                    FileProblem(source.path, state.error, "parse_partial")
+                    if state.status == "partial"
+                    else None
+                )
+                self.coordinator.tell(FileDone(source.path, "unchanged", problem=partial))
                 continue
             self._send(self.parsers[turn % len(self.parsers)], FileFound(source))
             turn += 1
@@ -151,6 +167,8 @@ class ParserActor(_Stage):
             result = chunk_file(message.source, self.parser, self.count_tokens, self.limits)
             if isinstance(result, FileProblem):
                 self.writer.tell(FileFailed(result, message.source))
+            elif isinstance(result, PartialFile):
+                self.embedder.tell(FileParsed(message.source, result.chunks, result.problem))
             else:
                 self.embedder.tell(FileParsed(message.source, tuple(result)))
 
@@ -169,15 +187,21 @@ class EmbedderActor(_Stage):
         batch_chunks: int = 256,
         embed_format: str = DEFAULT_EMBED_FORMAT,
         faults: FaultPlan | None = None,
+        progress_to: pykka.ActorRef[Any] | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
+        # The coordinator, when someone watches progress: it hears chunks as they get vectors.
+        self.progress_to = progress_to
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
         self._pending: list[FileParsed] = []
         self._store: Store | None = None
 
-    def on_start(self) -> None:
+    def start_up(self) -> None:
         self._store = self.open_store()
+
+    def on_start_failed(self) -> None:
+        self._close()
 
     def on_stop(self) -> None:
         self._close()
@@ -204,19 +228,75 @@ class EmbedderActor(_Stage):
     def _flush(self) -> None:
         if not self._pending:
             return
+        batch = self._pending
+        try:
+            out: list[FileEmbedded | FileFailed] = list(self._embed(batch))
+        except Exception as exc:
+            out = self._embed_apart(batch, exc)
+        self._pending = []
+        for message in out:
+            self.writer.tell(message)
+
+    def _embed(self, batch: list[FileParsed]) -> list[FileEmbedded]:
         assert self._store is not None
-        chunks = [c for p in self._pending for c in p.chunks]
+        if self._faults is not None:
+            self._faults.check_files(self._child_name, (p.path for p in batch))
+        chunks = [c for p in batch for c in p.chunks]
         stored, cached = embed_chunks(
-            chunks, self.model, self._store.cached_vectors, self.embed_format
+            chunks,
+            self.model,
+            self._store.cached_vectors,
+            self.embed_format,
+            on_progress=self._reporter(len(self._pending)),
         )
-        batch, self._pending = self._pending, []
+        out = []
         offset = 0
         for parsed in batch:
             end = offset + len(parsed.chunks)
             hits = sum(cached[offset:end])
             mine = tuple(stored[offset:end])
             offset = end
-            self.writer.tell(FileEmbedded(parsed.source, mine, len(mine) - hits, hits))
+            out.append(FileEmbedded(parsed.source, mine, len(mine) - hits, hits, parsed.partial))
+        return out
+
+    def _embed_apart(
+        self, batch: list[FileParsed], error: Exception
+    ) -> list[FileEmbedded | FileFailed]:
+        """A batch mixes files, so one file's bad input must not cost the others: run them
+        again one by one, and drop only a file that fails on its own, with the reason.
+
+        When every file fails alone too, no file is to blame (the store went away, say):
+        the error is raised, and the supervisor restarts the embedder as for any crash.
+        """
+        log().warning(
+            "batch_split", actor=self._child_name, files=len(batch), error=describe(error)
+        )
+        out: list[FileEmbedded | FileFailed] = []
+        failed = 0
+        for parsed in batch:
+            try:
+                out.extend(self._embed([parsed]))
+            except Exception as exc:
+                failed += 1
+                reason = f"the embedder failed on this file ({describe(exc)})"
+                problem = FileProblem(parsed.path, reason, "embed_failed")
+                out.append(FileFailed(problem, parsed.source))
+        if len(batch) > 1 and failed == len(batch):
+            raise error
+        return out
+
+    def _reporter(self, files: int) -> Callable[[int, int], None] | None:
+        watcher = self.progress_to
+        if watcher is None:
+            return None
+
+        def report(embedded: int, to_embed: int) -> None:
+            if embedded:
+                watcher.tell(ChunksEmbedded(embedded))
+            else:
+                watcher.tell(ChunksQueued(files, to_embed))
+
+        return report
 
 
 class WriterActor(_Stage):
@@ -231,14 +311,23 @@ class WriterActor(_Stage):
         coordinator: pykka.ActorRef[Any],
         slots: threading.Semaphore,
         faults: FaultPlan | None = None,
+        write_failed: WriteFailed | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
+        self.write_failed = write_failed
         self._store: Store | None = None
         self._flagged = False  # whether this run's writes are already marked for a rebuild
+        self._writing: str | None = None  # the file being written, for a commit drill
 
-    def on_start(self) -> None:
+    def start_up(self) -> None:
         self._store = self.open_store()
+        faults = self._faults
+        if faults is not None:
+            self._store.before_commit = lambda: faults.check_commit(self._writing)
+
+    def on_start_failed(self) -> None:
+        self._close()
 
     def on_stop(self) -> None:
         self._close()
@@ -253,13 +342,28 @@ class WriterActor(_Stage):
             self._store = None
 
     def handle(self, message: Any) -> Any:
+        if isinstance(message, FinishRun) or self.write_failed is None:
+            return self._write(message)  # an `ask`: the asker gets the error itself
+        try:
+            return self._write(message)
+        except StoreWriteError as exc:
+            # The disk refused (no permission, full): no file is to blame, and every next
+            # write would fail the same way, so the run stops with the cause instead of
+            # crashing file after file into the dead letters.
+            self.write_failed(exc)
+            return None
+
+    def _write(self, message: Any) -> Any:
         store = self._store
         assert store is not None
+        self._writing = getattr(message, "path", None)
         if isinstance(message, FileEmbedded | FilesRemoved) and not self._flagged:
             store.mark_fulltext_stale()
             self._flagged = True
         if isinstance(message, FileEmbedded):
-            store.replace_file(message.source, message.chunks)
+            kept = store.replace_file(message.source, message.chunks, message.partial)
+            if message.partial is not None:
+                log_problem(message.partial, chunks=len(message.chunks), stale_chunks_kept=kept)
             self._done(
                 FileDone(
                     message.path,
@@ -267,6 +371,7 @@ class WriterActor(_Stage):
                     chunks=len(message.chunks),
                     embedded=message.embedded,
                     cached=message.cached,
+                    problem=message.partial,
                 )
             )
         elif isinstance(message, FileFailed):

@@ -5,6 +5,12 @@ message it was handling is delivered again once; a second crash on the same mess
 it to the dead letters, with an event, so it is never lost silently. Messages still queued
 in the dead actor's inbox move to the new one in order. Too many restarts within the window
 means something is broken for good: the supervisor gives up and says so.
+
+A child whose start fails (`on_start` raised: its database was locked, say) dies the same
+way. pykka does not call `on_failure` for an `on_start` error: it stops the actor and drops
+what was queued, and nobody hears of it, so a run would wait for that actor forever.
+`SupervisedActor.on_start` is therefore the one place that catches it and hands it to the
+supervisor like any crash; subclasses put their set-up in `start_up`.
 """
 
 from __future__ import annotations
@@ -32,6 +38,24 @@ class RestartPolicy:
     within_seconds: float = 30.0
 
 
+class RestartWindow:
+    """Restarts within the policy's sliding window: the count that decides giving up."""
+
+    def __init__(self, policy: RestartPolicy) -> None:
+        self.policy = policy
+        self._times: deque[float] = deque()
+
+    def allow(self) -> bool:
+        """Count one more restart; False when the policy says to give up instead."""
+        now = time.monotonic()
+        while self._times and now - self._times[0] > self.policy.within_seconds:
+            self._times.popleft()
+        if len(self._times) >= self.policy.max_restarts:
+            return False
+        self._times.append(now)
+        return True
+
+
 class ChildRef:
     """A stable address for a supervised child: it survives the child's restarts."""
 
@@ -41,7 +65,7 @@ class ChildRef:
         self._factory = factory
         self._lock = threading.RLock()
         self._ref: pykka.ActorRef[Any] | None = None
-        self._restarts: deque[float] = deque()
+        self._restarts = RestartWindow(supervisor.policy)
 
     @property
     def actor_ref(self) -> pykka.ActorRef[Any] | None:
@@ -101,14 +125,41 @@ class Supervisor:
     restarts: int = 0
     dead_letters: int = 0
     given_up: SupervisionError | None = None
+    # What made the last child fail when the supervisor gave up: a caller may show it
+    # instead (a StoreError from a failed start already says what to do).
+    given_up_cause: BaseException | None = None
     _children: list[ChildRef] = field(default_factory=list)
     _retried: dict[int, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _busy: int = 0  # children handling a message right now
+    _last_activity: float = field(default_factory=time.monotonic)
+
+    def working(self, delta: int) -> None:
+        """A child took (+1) or finished (-1) a message: the watchdog's sign of life."""
+        with self._lock:
+            self._busy += delta
+            self._last_activity = time.monotonic()
+
+    def idle_for(self) -> float:
+        """Seconds since any child last took or finished a message, and no child holds
+        one, and no inbox holds one; 0.0 while anything is in hand or queued."""
+        with self._lock:
+            if self._busy:
+                return 0.0
+            last = self._last_activity
+        for child in list(self._children):
+            ref = child.actor_ref
+            if ref is not None and not ref.actor_inbox.empty():
+                return 0.0
+        return time.monotonic() - last
 
     def start_child(self, name: str, factory: ActorFactory) -> ChildRef:
         child = ChildRef(self, name, factory)
-        child._ref = factory()
+        # Known before it starts, and started under its lock: a start that fails at once
+        # reports from the actor's thread, which must find the child and its `_ref`.
         self._children.append(child)
+        with child._lock:
+            child._ref = factory()
         return child
 
     def child_failed(
@@ -137,7 +188,7 @@ class Supervisor:
             if self.given_up is not None:
                 return
             if child._ref is dead:
-                if not self._allow_restart(child):
+                if not child._restarts.allow():
                     self._give_up(child, error)
                     return
                 child._ref = child._factory()
@@ -145,7 +196,7 @@ class Supervisor:
                 log().warning(
                     "actor_restarted",
                     actor=child.name,
-                    error=_describe(error),
+                    error=describe(error),
                     restarts=self.restarts,
                 )
                 # Queued messages move in order behind the redelivered ones.
@@ -161,16 +212,6 @@ class Supervisor:
                     self._dead_letter(child, message, error)
             for envelope in backlog:
                 new.actor_inbox.put(envelope)
-
-    def _allow_restart(self, child: ChildRef) -> bool:
-        now = time.monotonic()
-        window = child._restarts
-        while window and now - window[0] > self.policy.within_seconds:
-            window.popleft()
-        if len(window) >= self.policy.max_restarts:
-            return False
-        window.append(now)
-        return True
 
     def _mark_retry(self, message: Any) -> bool:
         with self._lock:
@@ -188,7 +229,7 @@ class Supervisor:
             actor=child.name,
             message=type(message).__name__,
             path=getattr(message, "path", None),
-            error=_describe(error),
+            error=describe(error),
         )
         if self.on_dead_letter is not None:
             self.on_dead_letter(child.name, message, error)
@@ -196,10 +237,11 @@ class Supervisor:
     def _give_up(self, child: ChildRef, error: BaseException | None) -> None:
         self.given_up = SupervisionError(
             f"the {child.name} crashed {self.policy.max_restarts + 1} times within "
-            f"{self.policy.within_seconds:g} s (last error: {_describe(error)}); the run was "
+            f"{self.policy.within_seconds:g} s (last error: {describe(error)}); the run was "
             "stopped. Run again with --debug for details; files already written are kept"
         )
-        log().error("supervisor_gave_up", actor=child.name, error=_describe(error))
+        self.given_up_cause = error
+        log().error("supervisor_gave_up", actor=child.name, error=describe(error))
         child._ref = None
         if self.on_give_up is not None:
             self.on_give_up(child.name, error)
@@ -243,7 +285,7 @@ def _unique(messages: list[Any]) -> list[Any]:
     return out
 
 
-def _describe(error: BaseException | None) -> str:
+def describe(error: BaseException | None) -> str:
     if error is None:
         return "actor died"
     return f"{type(error).__name__}: {error}"
@@ -261,6 +303,34 @@ class SupervisedActor(pykka.ThreadingActor):
         self._in_hand: Any = None
         self._faults = faults
 
+    def on_start(self) -> None:
+        """Start up; a failure is handed to the supervisor like a crash (see the module doc).
+
+        The supervisor starts the next incarnation and moves this one's inbox to it while
+        this actor still counts as alive, so a redelivery addressed to it cannot bounce;
+        only then does it stop. Senders go through the ChildRef, under the child's lock,
+        so nothing reaches this inbox after the move (an `ask` that did would get
+        ActorDeadError, and ChildRef.ask asks the next incarnation).
+        """
+        try:
+            if self._faults is not None:
+                self._faults.check_start(self._child_name)
+            self.start_up()
+        except Exception as exc:
+            log().error("actor_start_failed", actor=self._child_name, error=describe(exc))
+            self.on_start_failed()
+            try:
+                self._supervisor.child_failed(self.child(), self.actor_ref, exc, [])
+            finally:
+                pykka.ActorRegistry.unregister(self.actor_ref)
+                self.actor_stopped.set()  # pykka then skips the message loop, and the thread ends
+
+    def start_up(self) -> None:
+        """Set-up before the first message (open a store, say); it may raise."""
+
+    def on_start_failed(self) -> None:
+        """Release what a failed `start_up` had already taken."""
+
     def check_fault(self, message: Any) -> None:
         """A crash drill (GBR_FAULTS): raises when the plan crashes this actor on `message`."""
         if self._faults is not None:
@@ -268,7 +338,11 @@ class SupervisedActor(pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> Any:
         self._in_hand = message
-        result = self.handle(message)
+        self._supervisor.working(+1)
+        try:
+            result = self.handle(message)
+        finally:
+            self._supervisor.working(-1)
         self._in_hand = None
         return result
 

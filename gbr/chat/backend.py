@@ -28,6 +28,7 @@ from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
 from gbr.core.records import Hit, IndexSummary
 from gbr.core.rerank import Reranker, ask_reranker_spec, load_reranker
 from gbr.core.search import Searcher
+from gbr.core.snapshot import open_for_reading
 from gbr.core.store import Store, status_report
 
 NO_INDEX = "no index yet; type /index"
@@ -132,7 +133,7 @@ class LocalBackend:
         self._open_error = None
         if self.db.is_file():
             try:
-                self._store = Store.open(self.db, read_only=True)
+                self._store = open_for_reading(self.db)
             except StoreError as exc:  # e.g. `gleambrctl index` is writing it right now
                 self._open_error = exc
             self._searcher = None  # built on first use: it loads the model and the vectors
@@ -162,7 +163,8 @@ class LocalBackend:
         self._close_store()
         self.root = root  # the session follows the package it indexed
         try:
-            return run_index(IndexOptions(root=root, db=self.db), self.model, progress=progress)
+            options = IndexOptions(root=root, db=self.db, staged=True)
+            return run_index(options, self.model, progress=progress)
         finally:
             self._open()
 

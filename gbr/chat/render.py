@@ -98,6 +98,10 @@ def status(console: Console, report: dict[str, Any], settings: list[tuple[str, s
         )
         for item in report["dropped"]:
             console.print(f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}")
+        for item in report.get("partial", []):
+            console.print(
+                f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}"
+            )
     if "pid" in report:  # a daemon's report
         busy = f", indexing ({report['indexing']})" if report.get("indexing") else ""
         console.print(

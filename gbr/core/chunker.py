@@ -16,14 +16,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
-from gbr.core.records import Chunk, ChunkKind, FileProblem, SourceFile, Visibility
+from gbr.core.parse_damage import (
+    Lost,
+    dropped_nodes,
+    end_row,
+    is_damaged,
+    is_type_variable_gap,
+    line_ranges,
+    parsed_alone,
+    salvage,
+    top_level,
+)
+from gbr.core.records import Chunk, ChunkKind, FileProblem, PartialFile, SourceFile, Visibility
 
 # Bump when the chunks produced for the same source change: the store then re-indexes.
-CHUNKER_VERSION = "5"
+CHUNKER_VERSION = "6"
 
 TokenCounter = Callable[[str], int]
 
@@ -87,8 +98,13 @@ def chunk_file(
     parser: Parser,
     count_tokens: TokenCounter,
     limits: ChunkLimits = ChunkLimits(),
-) -> list[Chunk] | FileProblem:
-    """Chunks of a file, or the problem that makes it unindexable (never an exception)."""
+) -> list[Chunk] | PartialFile | FileProblem:
+    """Chunks of a file, or the problem that makes it unindexable (never an exception).
+
+    A file with syntax errors gives a PartialFile: the chunks of the definitions that parsed
+    intact (see gbr.core.parse_damage), with the first error and the lines left out. When no
+    definition survives, the file is a FileProblem (`parse_failed`), dropped whole.
+    """
     try:
         text = source.content.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -98,15 +114,54 @@ def chunk_file(
     text = text.removeprefix("\ufeff")
     src = _Text(content, [line.removesuffix("\r") for line in text.split("\n")])
     root = parser.parse(content).root_node
-    if root.has_error:
-        return _non_ascii_problem(source.path, text, src, root) or _syntax_problem(
-            source.path, root, src
-        )
-    nodes = _top_level(root)
-    stray = next((n for n in nodes if n.type not in _TOP_LEVEL), None)
-    if stray is not None:
-        return _stray_problem(source.path, stray, src)
-    return list(_chunks(nodes, src, source, count_tokens, limits))
+    nodes = top_level(root)
+    bad = [n for n in nodes if _is_bad(n)]
+    if bad:  # a definition damaged only by recovery from an error elsewhere is kept
+        nodes = [_intact(parser, content, n) if n in bad else n for n in nodes]
+        bad = [n for n in nodes if _is_bad(n)]
+    if root.has_error and not bad and not any(is_type_variable_gap(n) for n in nodes):
+        bad = nodes  # an error outside every top-level node: nothing can be trusted
+    if not bad:
+        return list(_chunks(nodes, src, source, count_tokens, limits))
+    problem = _first_problem(source.path, text, src, bad[0])
+    if bad is not nodes:  # definitions swallowed by a damaged node are given back
+        nodes = salvage(parser, content, src.lines, nodes, _is_bad)
+        bad = [n for n in nodes if isinstance(n, Lost) or _is_bad(n)]
+    dropped = dropped_nodes(nodes, bad)
+    chunks = tuple(_chunks(nodes, src, source, count_tokens, limits, dropped))
+    if not any(c.kind != "module" for c in chunks):
+        return problem  # no definition survived: the file is dropped whole
+    return _partial(problem, chunks, line_ranges(nodes, dropped))
+
+
+def _is_bad(node: Node) -> bool:
+    """Damaged, or something that may not stand at the top level."""
+    return node.type not in _TOP_LEVEL or is_damaged(node)
+
+
+def _intact(parser: Parser, content: bytes, node: Node) -> Node:
+    if node.type not in _DEFINITIONS or node.is_error:
+        return node
+    return parsed_alone(parser, content, node) or node
+
+
+def _first_problem(path: str, text: str, src: _Text, bad: Node) -> FileProblem:
+    """Where the first damaged (or stray) top-level node went wrong."""
+    if not bad.has_error and not bad.is_error and not bad.is_missing:
+        return _stray_problem(path, bad, src)
+    return _non_ascii_problem(path, text, src, bad) or _syntax_problem(path, bad, src)
+
+
+def _partial(
+    problem: FileProblem, chunks: tuple[Chunk, ...], dropped: tuple[tuple[int, int], ...]
+) -> PartialFile:
+    lines = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in dropped)
+    plural = "s" if len(dropped) > 1 or dropped[0][1] > dropped[0][0] else ""
+    reason = f"{problem.reason}; line{plural} {lines} not indexed, the rest is"
+    return PartialFile(
+        chunks,
+        replace(problem, kind="parse_partial", reason=reason, dropped_lines=dropped),
+    )
 
 
 def invalid_utf8_problem(path: str, content: bytes, exc: UnicodeDecodeError) -> FileProblem:
@@ -126,17 +181,6 @@ def invalid_utf8_problem(path: str, content: bytes, exc: UnicodeDecodeError) -> 
         column=column,
         excerpt=excerpt.decode("utf-8", "replace").strip()[:80],
     )
-
-
-def _top_level(root: Node) -> list[Node]:
-    """The root's children, with the definitions of old `if erlang { ... }` groups inlined."""
-    nodes: list[Node] = []
-    for node in root.children:
-        if node.type == "target_group":
-            nodes.extend(c for c in node.named_children if c.type != "target")
-        else:
-            nodes.append(node)
-    return nodes
 
 
 def _syntax_problem(path: str, root: Node, src: _Text) -> FileProblem:
@@ -250,22 +294,23 @@ def _chunks(
     source: SourceFile,
     count_tokens: TokenCounter,
     limits: ChunkLimits,
+    dropped: set[int] | None = None,
 ) -> Iterator[Chunk]:
-    first_def = next((i for i, n in enumerate(nodes) if n.type in _DEFINITIONS), len(nodes))
-    first_row = nodes[first_def].start_point.row if first_def < len(nodes) else None
-    module_span = _module_span(nodes[:first_def], first_row)
+    """The chunks of the top-level nodes; `dropped` ids are left out and glue nothing."""
+    dropped = dropped or set()
+    module_span = _module_head(nodes, dropped)
     if module_span is not None:
         yield from _module_chunks(module_span, src, source, count_tokens, limits)
-    covered = _end_row(module_span[-1]) if module_span else -1  # last row already chunked
+    covered = end_row(module_span[-1]) if module_span else -1  # last row already chunked
 
     groups: list[_Group] = []
     leading: list[Node] = []
     for node in nodes:
-        if node.type in _LEADING:
+        if node.type in _LEADING and node.id not in dropped:
             leading.append(node)
             continue
-        if node.type not in _DEFINITIONS:
-            leading = []  # an import or module comment breaks the glue
+        if node.type not in _DEFINITIONS or node.id in dropped:
+            leading = []  # an import, a module comment or lost code breaks the glue
             continue
         # A comment that ends the previous chunk's last line stays with that chunk.
         attached = [n for n in _contiguous_above(leading, node) if n.start_point.row > covered]
@@ -273,13 +318,28 @@ def _chunks(
         if groups and node.start_point.row <= groups[-1].end:
             # Two definitions on one line: one chunk, since a line is never split.
             groups[-1].nodes.append(node)
-            groups[-1].end = max(groups[-1].end, _end_row(node))
+            groups[-1].end = max(groups[-1].end, end_row(node))
         else:
             start = attached[0].start_point.row if attached else node.start_point.row
-            groups.append(_Group([node], attached, start, _end_row(node)))
+            groups.append(_Group([node], attached, start, end_row(node)))
         covered = groups[-1].end
     for group in groups:
         yield from _definition_chunks(group, src, source, count_tokens, limits)
+
+
+def _module_head(nodes: list[Node], dropped: set[int]) -> list[Node] | None:
+    """The module doc and imports above the first definition: the first stretch of them
+    that no left-out node interrupts (a broken first line does not hide the imports)."""
+    start = 0
+    for i, node in enumerate([*nodes, None]):
+        if node is not None and node.type not in _DEFINITIONS and node.id not in dropped:
+            continue
+        row = node.start_point.row if node is not None else None
+        span = _module_span(nodes[start:i], row)
+        if span is not None or node is None or node.id not in dropped:
+            return span
+        start = i + 1
+    return None
 
 
 def _contiguous_above(leading: list[Node], node: Node) -> list[Node]:
@@ -287,18 +347,12 @@ def _contiguous_above(leading: list[Node], node: Node) -> list[Node]:
     kept: list[Node] = []
     next_row = node.start_point.row
     for lead in reversed(leading):
-        if _end_row(lead) + 1 < next_row:
+        if end_row(lead) + 1 < next_row:
             break
         kept.append(lead)
         next_row = lead.start_point.row
     kept.reverse()
     return kept
-
-
-def _end_row(node: Node) -> int:
-    """Last row a node occupies; comment nodes end at column 0 of the following row."""
-    end = node.end_point
-    return end.row - 1 if end.column == 0 and end.row > node.start_point.row else end.row
 
 
 def _module_span(head: Sequence[Node], first_def_row: int | None) -> list[Node] | None:
@@ -308,7 +362,7 @@ def _module_span(head: Sequence[Node], first_def_row: int | None) -> list[Node] 
     # so does a line it shares with an import.
     while nodes and (
         nodes[-1].type in _LEADING
-        or (first_def_row is not None and _end_row(nodes[-1]) >= first_def_row)
+        or (first_def_row is not None and end_row(nodes[-1]) >= first_def_row)
     ):
         nodes.pop()
     if not any(n.type in ("module_comment", "import") for n in nodes):
@@ -324,7 +378,7 @@ def _module_chunks(
     limits: ChunkLimits,
 ) -> Iterator[Chunk]:
     """The module doc and imports, so that "what does module X do" has a chunk to find."""
-    start, end = head[0].start_point.row, _end_row(head[-1])
+    start, end = head[0].start_point.row, end_row(head[-1])
     doc = _doc(head, src, "module_comment", "////")
     signature = f"module {source.module}"
     spans = [(start, end)]
@@ -336,7 +390,7 @@ def _module_chunks(
                 paragraphs.append([n])
             else:
                 paragraphs[-1].append(n)
-        ranges = [(p[0].start_point.row, _end_row(p[-1])) for p in paragraphs]
+        ranges = [(p[0].start_point.row, end_row(p[-1])) for p in paragraphs]
         units = _units(ranges, start, end)
         spans = _pack(units, src, count_tokens, _budget(signature, count_tokens, limits))
     yield from _parts(source, src, spans, "module", source.module, signature, "pub", doc)
@@ -521,7 +575,7 @@ def _row_groups(items: list[Node]) -> list[tuple[int, int]]:
     """Row ranges of the items, those sharing a row merged, since a cut never splits a line."""
     groups: list[list[int]] = []
     for item in items:
-        first, last = item.start_point.row, _end_row(item)
+        first, last = item.start_point.row, end_row(item)
         if groups and first <= groups[-1][1]:
             groups[-1][1] = max(groups[-1][1], last)
         else:

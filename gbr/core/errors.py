@@ -3,6 +3,9 @@
 GbrError                 every error gbr raises on purpose; its message ends with the fix
 ├── ConfigError          a bad option, path or model location
 ├── StoreError           the DuckDB file cannot be opened, read or written
+│   └── IndexCorruptError  the file is damaged; `gleambrctl index --rebuild` recreates it
+│   └── IndexBusyError   another process is writing the index; try again (exit code 75)
+│   └── StoreWriteError  a write or commit failed (no permission, disk full...); retry later
 ├── IndexEmptyError      a query against an index that holds nothing yet
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
@@ -30,6 +33,29 @@ class ConfigError(GbrError):
 
 class StoreError(GbrError):
     """The DuckDB file cannot be opened, read or written."""
+
+
+class IndexCorruptError(StoreError):
+    """The index file is damaged (bad checksum, header or length); a rebuild recreates it."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail  # what is wrong with the file, without the fix
+
+
+class IndexBusyError(StoreError):
+    """Another process writes the index and it could not be read within a short bound.
+
+    75 is EX_TEMPFAIL from sysexits.h: a script may simply try again later.
+    """
+
+    exit_code = 75
+
+
+class StoreWriteError(StoreError):
+    """A write to the index failed and was rolled back: the cause is outside gbr and may pass.
+
+    The daemon catches it to keep a batch and retry it; a run stops at the first one."""
 
 
 class IndexEmptyError(GbrError):

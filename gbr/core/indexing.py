@@ -13,6 +13,10 @@ from gbr.core.records import Chunk
 from gbr.core.store import StoredChunk
 
 VectorLookup = Callable[[Sequence[str]], dict[str, np.ndarray]]
+# (newly embedded, to embed in this call): first (0, total), then once per slice.
+EmbedProgress = Callable[[int, int], None]
+# Chunks per model call when progress is reported: a big file's ~30 s moves in ~1 s steps.
+PROGRESS_STEP = 32
 
 
 def embed_key(model_id: str, text: str) -> str:
@@ -25,18 +29,33 @@ def embed_chunks(
     embedder: Embedder,
     cached: VectorLookup,
     embed_format: str = DEFAULT_EMBED_FORMAT,
+    on_progress: EmbedProgress | None = None,
 ) -> tuple[list[StoredChunk], list[bool]]:
-    """Stored chunks in input order, and for each whether its vector came from the cache."""
+    """Stored chunks in input order, and for each whether its vector came from the cache.
+
+    With `on_progress`, the chunks to embed go to the model in slices (shortest first, so
+    each slice still pads little) and each slice is reported as it finishes.
+    """
     texts = [embed_text(c, embed_format) for c in chunks]
     keys = [embed_key(embedder.model_id, t) for t in texts]
     known = cached(sorted(set(keys)))
     missing = [i for i, key in enumerate(keys) if key not in known]
     vectors: dict[int, np.ndarray] = {}
-    if missing:
-        fresh = embedder.embed_batch([texts[i] for i in missing])
-        for row, i in enumerate(missing):
+    if on_progress is None:
+        slices = [missing] if missing else []
+    else:
+        on_progress(0, len(missing))
+        by_length = sorted(missing, key=lambda i: len(texts[i]))
+        slices = [
+            by_length[at : at + PROGRESS_STEP] for at in range(0, len(by_length), PROGRESS_STEP)
+        ]
+    for part in slices:
+        fresh = embedder.embed_batch([texts[i] for i in part])
+        for row, i in enumerate(part):
             vectors[i] = fresh[row]
             known.setdefault(keys[i], fresh[row])
+        if on_progress is not None:
+            on_progress(len(part), len(missing))
     stored = [
         StoredChunk(
             chunk=c,

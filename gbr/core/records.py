@@ -53,6 +53,19 @@ class FileProblem:
     line: int | None = None
     column: int | None = None
     excerpt: str = ""
+    # For a `parse_partial` file: the 1-based inclusive line ranges that were left out.
+    dropped_lines: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartialFile:
+    """A file of which only some definitions parsed: those chunks, and what was left out.
+
+    `problem.kind` is `parse_partial`; it names the first syntax error and the dropped lines.
+    """
+
+    chunks: tuple[Chunk, ...]
+    problem: FileProblem
 
 
 @dataclass(slots=True)
@@ -65,6 +78,7 @@ class IndexSummary:
     files_indexed: int = 0
     files_unchanged: int = 0
     files_dropped: int = 0
+    files_partial: int = 0  # indexed, but some definitions did not parse (also in indexed)
     files_removed: int = 0
     chunks: int = 0
     chunks_embedded: int = 0
@@ -74,6 +88,7 @@ class IndexSummary:
     seconds: float = 0.0
     reindex_reason: str | None = None
     dropped: list[FileProblem] = field(default_factory=list)
+    partial: list[FileProblem] = field(default_factory=list)
 
     @property
     def chunks_per_second(self) -> float:
@@ -87,6 +102,7 @@ class IndexSummary:
             "files_indexed": self.files_indexed,
             "files_unchanged": self.files_unchanged,
             "files_dropped": self.files_dropped,
+            "files_partial": self.files_partial,
             "files_removed": self.files_removed,
             "chunks": self.chunks,
             "chunks_embedded": self.chunks_embedded,
@@ -100,16 +116,36 @@ class IndexSummary:
                 {"path": p.path, "kind": p.kind, "reason": p.reason, "line": p.line}
                 for p in self.dropped
             ],
+            "partial": [
+                {
+                    "path": p.path,
+                    "kind": p.kind,
+                    "reason": p.reason,
+                    "line": p.line,
+                    "dropped_lines": [list(r) for r in p.dropped_lines],
+                }
+                for p in self.partial
+            ],
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> IndexSummary:
         """The summary back from its JSON form, as the daemon's API returns it."""
-        names = {f.name for f in fields(cls)} - {"dropped"}
+        names = {f.name for f in fields(cls)} - {"dropped", "partial"}
         summary = cls(**{k: v for k, v in data.items() if k in names})
         summary.dropped = [
             FileProblem(d["path"], d["reason"], d["kind"], d.get("line"))
             for d in data.get("dropped", [])
+        ]
+        summary.partial = [
+            FileProblem(
+                d["path"],
+                d["reason"],
+                d["kind"],
+                d.get("line"),
+                dropped_lines=tuple((a, b) for a, b in d.get("dropped_lines", [])),
+            )
+            for d in data.get("partial", [])
         ]
         return summary
 

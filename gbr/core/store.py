@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -21,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
-from gbr.core.errors import StoreError
+from gbr.core.errors import IndexCorruptError, StoreError, StoreWriteError
 from gbr.core.records import Chunk, FileProblem, SourceFile
 
 SCHEMA_VERSION = "1"
@@ -60,7 +62,8 @@ class StoredChunk:
 @dataclass(frozen=True, slots=True)
 class FileState:
     content_hash: str
-    status: str  # ok | failed
+    status: str  # ok | failed | partial
+    error: str = ""  # why, for a failed or partial file
 
 
 def _set_up(con: duckdb.DuckDBPyConnection) -> None:
@@ -91,6 +94,9 @@ def _extension_path(name: str) -> Path:
 class Store:
     """Access to one index file. Not thread-safe: use `cursor()` for another thread."""
 
+    # Called before each commit; a crash drill (GBR_FAULTS=commit@N) fails commits from here.
+    before_commit: Callable[[], None] | None = None
+
     def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, read_only: bool) -> None:
         self.con = con
         self.path = path
@@ -101,14 +107,20 @@ class Store:
     @classmethod
     def open(cls, path: str | Path, *, read_only: bool = False) -> Store:
         path = Path(path)
+        if path.exists() and not path.is_file():
+            raise StoreError(
+                f"{path} is not a regular file; pass --db with the path of an index file"
+            )
         if read_only and not path.is_file():
             raise StoreError(f"no index at {path}; run `gleambrctl index` first")
+        if not read_only:
+            prepare_folder(path)
         try:
-            if not read_only:
-                path.parent.mkdir(parents=True, exist_ok=True)
             con = duckdb.connect(str(path), read_only=read_only)
         except (duckdb.Error, OSError) as exc:
-            raise StoreError(f"cannot open index {path}: {_one_line(exc)}") from exc
+            raise damaged(exc, path) or StoreError(
+                f"cannot open index {path}: {_one_line(exc)}"
+            ) from exc
         try:
             _set_up(con)
         except duckdb.Error as exc:
@@ -116,8 +128,38 @@ class Store:
             raise StoreError(f"cannot load the DuckDB fts extension: {_one_line(exc)}") from exc
         store = cls(con, path, read_only)
         if not read_only:
-            store._create_meta()
+            try:
+                store._create_meta()
+            except duckdb.Error as exc:
+                con.close()
+                bad = damaged(exc, path)
+                if bad is None:
+                    raise
+                raise bad from exc
         return store
+
+    def verify(self) -> None:
+        """Read every block of every table, so a damaged file is found now, not mid-query.
+
+        DuckDB checks a block's checksum only when it reads the block, and a search reads
+        few of them: garbage in the middle of the file broke searches while `index` found
+        nothing wrong. Hashing every row of every table reads them all (about 0.6 s for
+        50k chunks with their vectors, measured on 2 loaded cores).
+        """
+        try:
+            tables = self.con.execute(
+                "SELECT schema_name, table_name FROM duckdb_tables() "
+                "WHERE database_name = current_database()"
+            ).fetchall()
+            for schema, table in tables:
+                self.con.execute(
+                    f'SELECT bit_xor(hash(t)) FROM "{schema}"."{table}" AS t'
+                ).fetchall()
+        except duckdb.Error as exc:
+            bad = damaged(exc, self.path)
+            if bad is None:
+                raise StoreError(f"cannot read index {self.path}: {_one_line(exc)}") from exc
+            raise bad from exc
 
     def cursor(self) -> Store:
         """A second connection to the same database, for use from another thread."""
@@ -148,9 +190,10 @@ class Store:
         return dict(rows)
 
     def set_meta(self, **values: str) -> None:
-        for key, value in values.items():
-            self.con.execute("DELETE FROM meta WHERE key = ?", [key])
-            self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
+        with _writing(self.path):
+            for key, value in values.items():
+                self.con.execute("DELETE FROM meta WHERE key = ?", [key])
+                self.con.execute("INSERT INTO meta VALUES (?, ?)", [key, value])
 
     def prepare(
         self,
@@ -209,11 +252,28 @@ class Store:
     # ---------------------------------------------------------------- writing
 
     def transaction(self) -> _Transaction:
-        return _Transaction(self.con)
+        return _Transaction(self)
 
-    def replace_file(self, source: SourceFile, chunks: Sequence[StoredChunk]) -> None:
-        """Swap a file's chunks for new ones in one transaction."""
+    def replace_file(
+        self,
+        source: SourceFile,
+        chunks: Sequence[StoredChunk],
+        partial: FileProblem | None = None,
+    ) -> int:
+        """Swap a file's chunks for new ones in one transaction.
+
+        A `partial` file (some definitions did not parse) whose last good version is in the
+        index keeps that whole version, flagged stale, until it parses again: someone typing
+        gets search results that agree with each other and with one version of the file,
+        rather than a mix of old and new line numbers. Without a good version, the intact
+        definitions are stored. Returns how many earlier chunks were kept as stale.
+        """
+        if partial is not None and self._has_good_version(source.path):
+            return self.mark_failed(partial, source, status="partial")
         table = _chunks_table(chunks)
+        status, kind, error = (
+            ("partial", partial.kind, partial.reason) if partial else ("ok", None, None)
+        )
         with self.transaction():
             self.con.execute("DELETE FROM chunks WHERE path = ?", [source.path])
             self.con.execute("DELETE FROM files WHERE path = ?", [source.path])
@@ -226,7 +286,7 @@ class Store:
                 finally:
                     self.con.unregister("new_chunks")
             self.con.execute(
-                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, 'ok', NULL, NULL, ?)",
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     source.path,
                     source.module,
@@ -234,32 +294,56 @@ class Store:
                     source.content_hash,
                     source.size,
                     source.mtime,
+                    status,
+                    kind,
+                    error,
                     time.time(),
                 ],
             )
+        return 0
 
-    def mark_failed(self, problem: FileProblem, source: SourceFile | None) -> int:
-        """Record why a file was dropped; its earlier chunks stay, flagged stale.
+    def _has_good_version(self, path: str) -> bool:
+        """Whether the file's chunks come from a version that parsed: it is `ok`, or all
+        its chunks are stale ones kept from such a version while it was broken."""
+        row = self.con.execute(
+            "SELECT f.status, count(c.path), count(c.path) FILTER (c.stale) "
+            "FROM files f LEFT JOIN chunks c ON c.path = f.path WHERE f.path = ? "
+            "GROUP BY f.status",
+            [path],
+        ).fetchall()
+        if not row:
+            return False
+        status, chunks, stale = row[0]
+        return chunks > 0 and (status == "ok" or chunks == stale)
 
-        Returns how many chunks were kept as stale.
+    def mark_failed(
+        self, problem: FileProblem, source: SourceFile | None, status: str = "failed"
+    ) -> int:
+        """Record why a file was dropped (or is partial); its earlier chunks stay, stale.
+
+        Returns how many chunks were kept as stale. A name that is not valid UTF-8 (its
+        bytes kept as surrogates) is stored with `\xff` escapes: DuckDB takes only UTF-8,
+        and the reason must still reach `status`.
         """
+        path = storable_text(problem.path)
         with self.transaction():
             kept = self.con.execute(
-                "SELECT count(*) FROM chunks WHERE path = ?", [problem.path]
+                "SELECT count(*) FROM chunks WHERE path = ?", [path]
             ).fetchall()[0]
-            self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [problem.path])
-            self.con.execute("DELETE FROM files WHERE path = ?", [problem.path])
+            self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [path])
+            self.con.execute("DELETE FROM files WHERE path = ?", [path])
             self.con.execute(
-                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, 'failed', ?, ?, ?)",
+                "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
-                    problem.path,
-                    source.module if source else None,
+                    path,
+                    storable_text(source.module) if source else None,
                     source.package if source else None,
                     source.content_hash if source else None,
                     source.size if source else None,
                     source.mtime if source else None,
+                    status,
                     problem.kind,
-                    problem.reason,
+                    storable_text(problem.reason),
                     time.time(),
                 ],
             )
@@ -442,7 +526,8 @@ class Store:
         deadline = time.monotonic() + wait
         while True:
             try:
-                self.con.execute("CHECKPOINT")
+                with _writing(self.path):
+                    self.con.execute("CHECKPOINT")
                 return True
             except duckdb.TransactionException:
                 if time.monotonic() >= deadline:
@@ -454,8 +539,8 @@ class Store:
     def file_states(self) -> dict[str, FileState]:
         if not self._has_table("files"):
             return {}
-        rows = self.con.execute("SELECT path, content_hash, status FROM files").fetchall()
-        return {p: FileState(h or "", s) for p, h, s in rows}
+        rows = self.con.execute("SELECT path, content_hash, status, error FROM files").fetchall()
+        return {p: FileState(h or "", s, e or "") for p, h, s, e in rows}
 
     def cached_vectors(self, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Vectors already stored for these embedded texts, so they need no model run."""
@@ -534,28 +619,41 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         if not self._has_table("files"):
-            return {"files": 0, "files_ok": 0, "files_failed": 0, "chunks": 0, "stale_chunks": 0}
-        files_ok, files_failed = self.con.execute(
-            "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'failed') FROM files"
+            return {
+                "files": 0,
+                "files_ok": 0,
+                "files_failed": 0,
+                "files_partial": 0,
+                "chunks": 0,
+                "stale_chunks": 0,
+            }
+        files_ok, files_failed, files_partial = self.con.execute(
+            "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'failed'), "
+            "count(*) FILTER (status = 'partial') FROM files"
         ).fetchall()[0]
         chunks, stale = self.con.execute(
             "SELECT count(*), count(*) FILTER (stale) FROM chunks"
         ).fetchall()[0]
         return {
-            "files": int(files_ok) + int(files_failed),
+            "files": int(files_ok) + int(files_failed) + int(files_partial),
             "files_ok": int(files_ok),
             "files_failed": int(files_failed),
+            "files_partial": int(files_partial),
             "chunks": int(chunks),
             "stale_chunks": int(stale),
         }
 
-    def failed_files(self) -> list[dict[str, Any]]:
+    def failed_files(self, status: str = "failed") -> list[dict[str, Any]]:
+        """Files of a status (`failed`, or `partial`), with their chunks and stale ones."""
         if not self._has_table("files"):
             return []
         cur = self.con.execute(
             "SELECT f.path, f.error_kind, f.error, "
-            "(SELECT count(*) FROM chunks c WHERE c.path = f.path) AS stale_chunks "
-            "FROM files f WHERE status = 'failed' ORDER BY path"
+            "(SELECT count(*) FILTER (c.stale) FROM chunks c WHERE c.path = f.path) "
+            "AS stale_chunks, "
+            "(SELECT count(*) FROM chunks c WHERE c.path = f.path) AS chunks "
+            "FROM files f WHERE status = ? ORDER BY path",
+            [status],
         )
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
@@ -626,28 +724,95 @@ def status_report(store: Store) -> dict[str, Any]:
         "chunker_version": meta.get("chunker_version"),
         **store.counts(),
         "dropped": store.failed_files(),
+        "partial": store.failed_files("partial"),
         "last_run": store.last_run(),
     }
 
 
 class _Transaction:
-    """BEGIN/COMMIT, with ROLLBACK on any error so a failed write leaves no trace."""
+    """BEGIN/COMMIT, with ROLLBACK on any error so a failed write leaves no trace.
 
-    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
-        self.con = con
+    A commit that fails for a cause outside gbr (no permission, disk full, no file
+    descriptors) becomes a StoreWriteError naming the cause and the fix. DuckDB has often
+    aborted the transaction itself by then, and a ROLLBACK would raise "no transaction is
+    active" over the real cause, so the rollback's own failure is ignored.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.con = store.con
 
     def __enter__(self) -> None:
-        self.con.begin()
+        with _writing(self.store.path):
+            self.con.begin()
 
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        if exc_type is None:
-            try:
-                self.con.commit()
-            except duckdb.Error as err:
-                self.con.rollback()
-                raise StoreError(f"index write failed: {_one_line(err)}") from err
-        else:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self._rollback()
+            if _is_write_failure(exc):
+                raise write_error(self.store.path, exc) from exc
+            return  # the original error goes on
+        try:
+            if self.store.before_commit is not None:
+                self.store.before_commit()
+            self.con.commit()
+        except (duckdb.Error, OSError) as err:
+            self._rollback()
+            raise write_error(self.store.path, err) from err
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(duckdb.Error):
             self.con.rollback()
+
+
+def _is_write_failure(exc: BaseException) -> bool:
+    """An error that says the disk refused (not a bug in a query): worth one line, not a trace."""
+    return isinstance(exc, OSError | duckdb.IOException | duckdb.OutOfMemoryException) or (
+        isinstance(exc, duckdb.Error) and _cause_fix(str(exc)) is not None
+    )
+
+
+@contextlib.contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """Turn a write refused by the disk into a StoreWriteError; other errors pass through."""
+    try:
+        yield
+    except (duckdb.Error, OSError) as exc:
+        if _is_write_failure(exc):
+            raise write_error(path, exc) from exc
+        raise
+
+
+_FIXES = (
+    (
+        ("permission denied", "operation not permitted", "read-only file system"),
+        "make {folder} writable, or pass --db with a file in a folder you can write",
+    ),
+    (("no space left", "disk quota"), "free space on the drive that holds {folder}"),
+    (
+        ("too many open files",),
+        "close other programs or raise the open-file limit (ulimit -n), then try again",
+    ),
+)
+
+
+def _cause_fix(message: str) -> str | None:
+    lowered = message.lower()
+    for needles, fix in _FIXES:
+        if any(n in lowered for n in needles):
+            return fix
+    return None
+
+
+def write_error(path: Path, exc: BaseException) -> StoreWriteError:
+    """The one line for a failed write: the cause as the system said it, then the fix."""
+    cause = _one_line(exc)
+    for prefix in ("TransactionContext Error: ", "Failed to commit: ", "IO Error: "):
+        cause = cause.removeprefix(prefix)
+    fix = _cause_fix(cause) or "check the disk and the permissions of {folder}, then run again"
+    return StoreWriteError(
+        f"cannot write the index {path}: {cause}; " + fix.format(folder=path.parent)
+    )
 
 
 def _vectors(column: pa.ChunkedArray) -> np.ndarray:
@@ -682,6 +847,109 @@ def _chunks_table(items: Sequence[StoredChunk]) -> pa.Table:
     )
     arrays["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
     return pa.table(arrays)
+
+
+def prepare_folder(db: Path) -> None:
+    """Create the index's folder, or say in one line why it cannot be and what to do."""
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the folder {db.parent} for the index "
+            f"({exc.strerror or _one_line(exc)}); pass --db with a file in a writable folder"
+        ) from exc
+
+
+# DuckDB's words for a file it cannot trust: a block whose checksum fails, a header that
+# is not DuckDB's, and a file shorter than its own block list says.
+_DAMAGE = (
+    (re.compile(r"Corrupt database file.*?(in block at location \d+)"), "checksum mismatch {0}"),
+    (re.compile(r"not a valid DuckDB database file"), "not a valid DuckDB database file"),
+    (re.compile(r"Could not read enough bytes"), "the file is shorter than it should be"),
+)
+
+
+def damaged(exc: BaseException, path: Path) -> IndexCorruptError | None:
+    """The one-line error for a damaged index file, if `exc` (or its cause) says so.
+
+    Locks, permissions and full disks are not damage: they give None, and the file is
+    never moved aside for them.
+    """
+    seen: BaseException | None = exc
+    visited: set[int] = set()
+    while seen is not None and id(seen) not in visited:
+        visited.add(id(seen))
+        if isinstance(seen, IndexCorruptError):
+            return seen
+        text = str(seen)
+        for pattern, detail in _DAMAGE:
+            found = pattern.search(text)
+            if found:
+                what = detail.format(*found.groups())
+                return IndexCorruptError(
+                    f"the index {path} is damaged ({what}); run `{rebuild_command(path)}` "
+                    "to recreate it from the source tree (the damaged file is kept aside)",
+                    detail=what,
+                )
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def rebuild_command(db: Path) -> str:
+    if db.name == "index.duckdb" and db.parent.name == ".gbr":
+        return f"gleambrctl index --rebuild {db.parent.parent}"
+    return f"gleambrctl index --rebuild --db {db} PATH"
+
+
+def check_index(path: Path) -> IndexCorruptError | None:
+    """Whether the index file at `path` is damaged; None when it reads well or is absent.
+
+    Only damage counts: a file another process holds, or one that cannot be opened for
+    another reason, is left to the run that opens it next (with its own retries).
+    """
+    if not path.is_file():
+        return None
+    try:
+        with Store.open(path, read_only=True) as store:
+            store.verify()
+    except IndexCorruptError as exc:
+        return exc
+    except StoreError:
+        return None
+    return None
+
+
+def set_aside(path: Path, label: str = "corrupt") -> Path:
+    """Move the index file (and its WAL) to `<name>.<label>-<UTC time>`; returns where."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    aside = path.with_name(f"{path.name}.{label}-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.{label}-{stamp}-{n}")
+    try:
+        os.replace(path, aside)
+        wal = path.with_name(path.name + ".wal")
+        if wal.exists():
+            os.replace(wal, aside.with_name(aside.name + ".wal"))
+    except OSError as exc:
+        raise StoreError(
+            f"cannot move {path} aside ({exc.strerror or _one_line(exc)}); "
+            "move or delete it yourself, then run `gleambrctl index` again"
+        ) from exc
+    return aside
+
+
+def storable_text(text: str) -> str:
+    """`text` as valid UTF-8: undecodable bytes (surrogate escapes) become `\xff` escapes.
+
+    A file name that is not UTF-8 reaches Python as surrogates, which neither DuckDB nor a
+    JSON encoder takes."""
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _one_line(exc: BaseException) -> str:

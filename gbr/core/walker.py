@@ -5,6 +5,12 @@ A package is a folder with `gleam.toml`; its modules live under `src/`, `test/` 
 git), hidden files and folders are skipped, `build/` is skipped unless the sources of
 dependencies (`build/packages/*/src`) are asked for, and a symlinked folder that leads back
 into a folder already walked is reported as a loop instead of being walked forever.
+
+Two kinds of entry are skipped with a reason instead of being walked: a name that is not
+valid UTF-8 (no path in the index, a log or a message could hold it), and a symlink that
+leads out of the walked folder (`src/pkg/passwd.gleam -> /etc/passwd` would otherwise put
+another file's lines into the index, the events and `status`), unless outside links are
+asked for.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ class WalkOptions:
     # Relative paths (files or folders) to walk, for a run over the files a watcher saw
     # change; None walks the whole tree.
     only: frozenset[str] | None = None
+    # Follow symlinks (to files or folders) that resolve outside the walked folder.
+    follow_outside_links: bool = False
 
 
 class Scope:
@@ -194,6 +202,8 @@ def _walk_dir(
             is_dir = entry.is_dir()
         except OSError:
             is_dir = False
+        if not is_dir and not entry.name.endswith(".gleam"):
+            continue
         if is_dir:
             if scope is not None and not scope.enters(_rel(path, root)):
                 continue
@@ -203,13 +213,69 @@ def _walk_dir(
                 continue
             if _ignored(path, True, specs):
                 continue
+            if skipped := _skipped(entry, root, is_dir, options):
+                yield skipped
+                continue
             yield from _walk_dir(path, root, specs, package, options, seen, scope)
-        elif entry.name.endswith(".gleam"):
+        else:
             if scope is not None and not scope.covers(_rel(path, root)):
                 continue
             if _ignored(path, False, specs):
                 continue
+            if skipped := _skipped(entry, root, is_dir, options):
+                yield skipped
+                continue
             yield FoundFile(path, _rel(path, root), _module_of(path, package), package.name)
+
+
+def _skipped(
+    entry: os.DirEntry[str], root: Path, is_dir: bool, options: WalkOptions
+) -> FileProblem | None:
+    """Why a folder or file that would be walked is skipped instead, if it is."""
+    if not _decodable(entry.name):
+        return _undecodable(_rel(Path(entry.path), root), is_dir)
+    if options.follow_outside_links:
+        return None
+    return _leaves(entry, root)
+
+
+def _decodable(name: str) -> bool:
+    """False for a name whose bytes are not UTF-8 (Python keeps them as lone surrogates)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _undecodable(rel: str, is_dir: bool) -> FileProblem:
+    # The path shown and stored spells the bad bytes as `\xff`, so it is valid text.
+    shown = os.fsencode(rel).decode("utf-8", "backslashreplace")
+    what = (
+        "folder name is not valid UTF-8, so its files are skipped; rename it to index them"
+        if is_dir
+        else "file name is not valid UTF-8; rename it to index it"
+    )
+    return FileProblem(shown, what, "undecodable_name")
+
+
+def _leaves(entry: os.DirEntry[str], root: Path) -> FileProblem | None:
+    """A problem when `entry` is a symlink resolving outside `root`, else None."""
+    try:
+        if not entry.is_symlink():
+            return None
+        target = Path(os.path.realpath(entry.path))
+    except (OSError, ValueError):
+        return None  # unreadable links are reported when read, as before
+    if target.is_relative_to(root):
+        return None
+    what = "folder" if _is_dir(target) else "file"
+    return FileProblem(
+        _rel(Path(entry.path), root),
+        f"symlink to a {what} outside the indexed folder; skipped "
+        "(pass --follow-outside-links to index it)",
+        "outside_link",
+    )
 
 
 def _walk_deps(

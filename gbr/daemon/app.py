@@ -2,8 +2,10 @@
 
 Bodies are the CLI's `--json` objects, so a client renders daemon answers with the same
 code as local ones. Every error is one JSON object, `{"error": "<one line>", "type":
-"<class>"}`: 400 for a bad value, 401 for a missing or wrong token, 404 for an unknown
-route, 409 for an index with nothing in it yet, 422 for a body that does not fit the
+"<class>"}`: 400 for a bad value, 401 for a missing or wrong token, 403 for a foreign
+`Host` or `Origin` (see gate.py), 404 for an unknown route, 409 for an index with nothing
+in it yet (with `Retry-After` while the first pass runs), 413 for a body over the cap,
+415 for a POST that is not `application/json`, 422 for a body that does not fit the
 schema, 503 when the daemon cannot serve (its message says why). Never a 500 and never a
 traceback: whatever escapes the handlers is logged and answered with a 503.
 """
@@ -23,6 +25,7 @@ from typing import Annotated, Any, Literal
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -42,11 +45,13 @@ from gbr.core.oracle import AskOptions, AskOutcome
 from gbr.core.records import ChunkKind
 from gbr.core.search import Filter, Mode
 from gbr.core.telemetry import log
-from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES
+from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, MAX_QUERY_CHARS
+from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
 from gbr.daemon.service import AskPlan, Daemon
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies and clients from timing out
+FIRST_PASS_RETRY_SECONDS = 5
 
 
 class ErrorBody(BaseModel):
@@ -57,12 +62,20 @@ class ErrorBody(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=10_000, description="Words or an identifier.")
+    query: str = Field(
+        min_length=1, max_length=MAX_QUERY_CHARS, description="Words or an identifier."
+    )
     k: int = Field(10, ge=1, le=200, description="Hits to return.")
     mode: Mode = "hybrid"
     path: str | None = Field(None, max_length=4096, description="Path prefix or glob.")
     module: str | None = Field(None, max_length=4096, description="Module and its submodules.")
     kinds: list[ChunkKind] = Field(default_factory=list, max_length=16)
+
+
+class IndexRequest(BaseModel):
+    """No options yet; the body is `{}`, so that every POST is a JSON object (see gate.py)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class HitBody(BaseModel):
@@ -83,6 +96,7 @@ class SearchResponse(BaseModel):
     query: str
     mode: str
     results: list[HitBody]
+    hint: str | None = Field(None, description="Why a path or module filter found nothing.")
 
 
 class HistoryMessage(BaseModel):
@@ -123,9 +137,10 @@ class LlmResponse(BaseModel):
 
 
 class HealthResponse(BaseModel):
-    status: str
+    status: str  # "ok", or "degraded" while a part is down (see Daemon.health)
     pid: int
     version: str
+    degraded: list[dict[str, str]] = []  # each part down: component, state, reason
 
 
 _STATUS_CODES: list[tuple[type[GbrError], int]] = [
@@ -141,7 +156,10 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     for code, text in [
         (400, "A bad value (an empty query, an unknown provider)."),
         (401, "Missing or wrong bearer token."),
-        (409, "The index holds nothing yet."),
+        (403, "A `Host` or `Origin` this daemon does not answer to (a web page)."),
+        (409, "The index holds nothing yet, or is being built (`Retry-After`)."),
+        (413, "The body is larger than the daemon reads (`serve --max-body`)."),
+        (415, "A POST whose `Content-Type` is not `application/json`."),
         (422, "The body does not fit the schema, or is not JSON."),
         (503, "The daemon cannot serve this now; the message says why."),
     ]
@@ -152,12 +170,8 @@ class AuthError(Exception):
     """A request without the bearer token this daemon was started with."""
 
 
-def error_response(status: int, message: str, kind: str, **headers: str) -> JSONResponse:
-    line = " ".join(message.split()) or kind
-    return JSONResponse({"error": line, "type": kind}, status_code=status, headers=headers or None)
-
-
-def create_app(daemon: Daemon) -> FastAPI:
+def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
+    """The app over `daemon`; `policy` defaults to loopback and the host it binds."""
     app = FastAPI(
         title="gbr daemon",
         version=__version__,
@@ -167,7 +181,6 @@ def create_app(daemon: Daemon) -> FastAPI:
     )
     token = _TokenCheck(daemon.config.token)
     _install_error_handlers(app, token)
-    app.add_middleware(_Guard, metrics=daemon.metrics)
     auth = [Depends(token)]
 
     @app.get("/health", response_model=HealthResponse, tags=["daemon"])
@@ -184,13 +197,27 @@ def create_app(daemon: Daemon) -> FastAPI:
         "/search",
         dependencies=auth,
         response_model=SearchResponse,
+        response_model_exclude_none=True,  # `hint` only when there is one, as `search --json`
         responses=_ERRORS,
         tags=["query"],
     )
-    def search(body: SearchRequest) -> dict[str, Any]:
+    def search(body: SearchRequest) -> Any:
         """`search --json`: hybrid, dense or BM25 hits."""
         where = Filter(path=body.path, module=body.module, kinds=tuple(body.kinds))
-        return daemon.search(body.query, body.k, body.mode, where)
+        try:
+            return daemon.search(body.query, body.k, body.mode, where)
+        except (IndexEmptyError, StoreError) as exc:
+            if daemon.first_pass.is_set():
+                raise
+            # Until the first pass ends, the index is empty or lacks its full-text part.
+            log().info("search_before_first_pass", error=_one_line(exc))
+            return error_response(
+                409,
+                f"the index is being built: the daemon is indexing {daemon.config.root} "
+                f"(its first pass); try again in a moment",
+                IndexEmptyError.__name__,
+                **{"retry-after": str(FIRST_PASS_RETRY_SECONDS)},
+            )
 
     @app.post(
         "/ask",
@@ -246,8 +273,8 @@ def create_app(daemon: Daemon) -> FastAPI:
         return daemon.check_llm(provider, model)
 
     @app.post("/index", dependencies=auth, responses=_ERRORS, tags=["daemon"])
-    def index() -> dict[str, Any]:
-        """A full pass, after the batch in progress; returns `index --json`."""
+    def index(body: IndexRequest) -> dict[str, Any]:
+        """A full pass, after the batch in progress; returns `index --json`. Send `{}`."""
         return daemon.index_all().as_dict()
 
     @app.get(
@@ -261,6 +288,10 @@ def create_app(daemon: Daemon) -> FastAPI:
         """Prometheus text format: files, chunks, failures, restarts, queues, latencies."""
         return PlainTextResponse(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
+    posts = [r.path for r in app.routes if isinstance(r, APIRoute) and "POST" in r.methods]
+    policy = policy or HttpPolicy.for_bind(daemon.config.host)
+    app.add_middleware(Gate, policy=policy, json_posts=posts)
+    app.add_middleware(_Guard, metrics=daemon.metrics)  # outermost: it counts refusals too
     return app
 
 
@@ -272,7 +303,7 @@ class _TokenCheck:
     """
 
     def __init__(self, token: str | None) -> None:
-        self.expected = f"Bearer {token}".encode() if token else None
+        self.expected = token.encode() if token else None
 
     async def __call__(self, request: Request) -> None:
         if not self.allows(request):
@@ -281,8 +312,10 @@ class _TokenCheck:
     def allows(self, request: Request) -> bool:
         if self.expected is None:
             return True
-        given = request.headers.get("authorization", "").encode()
-        return hmac.compare_digest(given, self.expected)
+        # The scheme is case-insensitive (RFC 9110): `bearer x` is `Bearer x`.
+        scheme, _, given = request.headers.get("authorization", "").strip().partition(" ")
+        ok = hmac.compare_digest(given.strip().encode(), self.expected)
+        return ok and scheme.lower() == "bearer"
 
     def refuses(self, request: Request) -> bool:
         """The matched route needs the token and this request lacks it."""

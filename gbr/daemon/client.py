@@ -36,6 +36,7 @@ READ_TIMEOUT = 120.0
 # fits what it gets to the budget anyway; the caps only keep one request from being huge.
 HISTORY_MAX_MESSAGES = 100
 HISTORY_MAX_CHARS = 20_000  # per message
+MAX_QUERY_CHARS = 10_000  # a search query, here and in a local search alike
 
 
 class DaemonClient:
@@ -74,7 +75,7 @@ class DaemonClient:
 
     def index(self) -> dict[str, Any]:
         """A full pass (it waits for the daemon's current batch first); `index --json`."""
-        return self._json("POST", "/index", timeout=None)
+        return self._json("POST", "/index", {}, timeout=None)
 
     def llm(self, provider: str | None = None, model: str | None = None) -> dict[str, Any]:
         """Which provider and model the daemon would answer with: {provider, model,
@@ -176,7 +177,8 @@ class DaemonClient:
             )
         if not message:
             message = f"the daemon answered HTTP {response.status_code}"
-        fallback = ConfigError if response.status_code in (400, 404, 422) else DaemonError
+        client_side = (400, 403, 404, 413, 415, 422)  # the request was wrong: exit 2, as locally
+        fallback = ConfigError if response.status_code in client_side else DaemonError
         return _error_class(kind, fallback)(message)
 
 

@@ -21,7 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gbr.core.errors import DaemonError
+from gbr.core.errors import DaemonError, GbrError
+from gbr.core.snapshot import WriterLock
 
 DISCOVERY_NAME = "daemon.json"
 LOCK_NAME = "daemon.lock"
@@ -223,6 +224,7 @@ class DaemonLock:
         self.db = Path(db).absolute()
         self.path = self.db.parent / LOCK_NAME
         self._fd: int | None = None
+        self._writer = WriterLock(self.db, role="daemon")
 
     def acquire(self) -> None:
         """Take the lock, or raise DaemonError naming the daemon that holds it."""
@@ -242,8 +244,14 @@ class DaemonLock:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._fd = fd
+        try:  # the daemon writes the index in place: no `index` run may rename over it
+            self._writer.acquire()
+        except GbrError:
+            self.release()
+            raise
 
     def release(self) -> None:
+        self._writer.release()
         if self._fd is not None:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, 0)

@@ -9,15 +9,15 @@ wrote), then a final checkpoint folds the WAL into the DuckDB file, and the lock
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import ipaddress
 import logging
 import os
 import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
 
@@ -37,19 +37,15 @@ from gbr.daemon.discovery import (
     remove_discovery,
     write_discovery,
 )
+from gbr.daemon.gate import HttpPolicy, is_loopback
+from gbr.daemon.overload import LoopErrors, Throttle, report_held
 from gbr.daemon.service import Daemon, DaemonConfig
 
 GRACE_SECONDS = 5  # requests in flight (an answer streaming) get this long at shutdown
 STARTUP_SECONDS = 30
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+# How many connections asyncio's accept loop takes per wake-up. uvicorn's default of 2048 is
+# also how many times that loop logs (and retries) one failed accept: see overload.py.
+ACCEPT_BATCH = 128
 
 
 def check_config(config: DaemonConfig) -> None:
@@ -92,9 +88,17 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 class _ToStructlog(logging.Handler):
-    """uvicorn logs through `logging`; send its records to our JSON lines instead."""
+    """uvicorn and asyncio log through `logging`; send their records to our JSON lines
+    instead, at most one per kind and interval (the rest are counted, see overload.py)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.throttle = Throttle()
 
     def emit(self, record: logging.LogRecord) -> None:
+        report_held(self.throttle)  # what an earlier interval held back, if it is over
+        if not self.throttle.admit(f"{record.name}: {record.msg}"):
+            return
         fields = {"logger": record.name, "message": record.getMessage()}
         if record.exc_info:
             fields["traceback"] = logging.Formatter().formatException(record.exc_info)
@@ -104,11 +108,26 @@ class _ToStructlog(logging.Handler):
 
 def _route_uvicorn_logs() -> None:
     handler = _ToStructlog(level=logging.WARNING)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "asyncio"):
         logger = logging.getLogger(name)
         logger.handlers = [handler]
         logger.propagate = False
         logger.setLevel(logging.WARNING)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn with the event loop's errors handled by `LoopErrors` (overload.py)."""
+
+    def __init__(self, config: uvicorn.Config, listener: socket.socket) -> None:
+        super().__init__(config)
+        self.loop_errors = LoopErrors(listener)
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        asyncio.get_running_loop().set_exception_handler(self.loop_errors)
+        try:
+            await super().serve(sockets)
+        finally:
+            self.loop_errors.reserve.close()
 
 
 def serve(
@@ -116,9 +135,15 @@ def serve(
     load_model: Callable[[], OnnxEmbedder],
     announce: Callable[[DaemonInfo], None],
     note: Callable[[str], None],
+    allow_hosts: Iterable[str] = (),
+    max_body_bytes: int | None = None,
 ) -> int:
-    """Run the daemon until SIGINT or SIGTERM; returns the exit code (0 on a clean stop)."""
+    """Run the daemon until SIGINT or SIGTERM; returns the exit code (0 on a clean stop).
+
+    `allow_hosts` are the `Host` names it answers to besides loopback and its own (for a
+    proxy; `*` is any); `max_body_bytes` caps a request body (see gate.py)."""
     check_config(config)
+    policy = HttpPolicy.for_bind(config.host, allow_hosts, max_body_bytes)
     db = config.db.resolve()
     refuse_second_daemon(db, note)
     lock = DaemonLock(db)
@@ -130,7 +155,7 @@ def serve(
     # a save took 1.85 s to become searchable with them and 1.30 s without.
     threadpool_limits(limits=1, user_api="blas")
     daemon: Daemon | None = None
-    server: uvicorn.Server | None = None
+    server: _Server | None = None
     thread: threading.Thread | None = None
     info: DaemonInfo | None = None
     try:
@@ -140,15 +165,18 @@ def serve(
         port = sock.getsockname()[1]
         daemon.port = port
         _route_uvicorn_logs()
-        server = uvicorn.Server(
+        server = _Server(
             uvicorn.Config(
-                create_app(daemon),
+                create_app(daemon, policy),
                 log_config=None,
                 access_log=False,
                 lifespan="off",
                 timeout_graceful_shutdown=GRACE_SECONDS,
                 timeout_keep_alive=30,
-            )
+                loop="asyncio",  # LoopErrors relies on asyncio's accept loop, not uvloop's
+                backlog=ACCEPT_BATCH,
+            ),
+            sock,
         )
         thread = threading.Thread(
             target=server.run, kwargs={"sockets": [sock]}, name="gbr-http", daemon=True
@@ -190,7 +218,7 @@ def serve(
         log().info("daemon_stopped")
 
 
-def _wait_started(server: uvicorn.Server, thread: threading.Thread) -> None:
+def _wait_started(server: _Server, thread: threading.Thread) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while not server.started:
         if not thread.is_alive():

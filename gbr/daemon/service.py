@@ -37,6 +37,7 @@ from gbr.core.errors import (
     MissingKeyError,
     SupervisionError,
 )
+from gbr.core.filter_hint import add_filter_hint
 from gbr.core.llm import get_provider
 from gbr.core.llm.base import LlmProvider, Message
 from gbr.core.oracle import (
@@ -51,7 +52,7 @@ from gbr.core.oracle import (
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import ask_reranker_spec, default_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher, search_json
-from gbr.core.store import Store, ThreadLocalStore, status_report
+from gbr.core.store import Store, ThreadLocalStore, status_report, storable_text
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES
 from gbr.daemon.metrics import Metrics
@@ -111,7 +112,14 @@ class Daemon:
             on_give_up=self._gave_up,
         )
         self.indexer: ChildRef | None = None
-        self.watcher = Watcher(config.root, self._changed, config.debounce_ms)
+        self.watcher = Watcher(
+            config.root,
+            self._changed,
+            config.debounce_ms,
+            on_restart=self._watcher_restarted,
+            faults=config.faults,
+        )
+        self._index_problem: str | None = None  # why saved changes are not in the index yet
         self.indexing: str | None = None  # "full" or "changes" while a run is going
         self.first_pass = threading.Event()
         self.last_batch: dict[str, Any] | None = None
@@ -141,7 +149,9 @@ class Daemon:
             raise
         self.store = ThreadLocalStore(base)
         self.searcher = Searcher(self.store, self.model)
-        self.indexer = start_indexer(self.supervisor, self._run, self.config.faults, self._cancel)
+        self.indexer = start_indexer(
+            self.supervisor, self._run, self.config.faults, self._cancel, self._index_report
+        )
 
     def start_watching(self) -> None:
         """Watch first, then catch up: a change made during the first pass is not missed."""
@@ -200,6 +210,18 @@ class Daemon:
                 self.indexer.tell(IndexChanges(changes.paths, seen_at))
         except SupervisionError as exc:
             log().error("change_not_queued", error=str(exc))
+
+    def _watcher_restarted(self) -> None:
+        """Events were lost while the watcher was down: a full pass catches up with them."""
+        if self.indexer is None or self._cancel.is_set():
+            return
+        try:
+            self.indexer.tell(IndexEverything("the watcher restarted: catch up"))
+        except SupervisionError as exc:
+            log().error("change_not_queued", error=str(exc))
+
+    def _index_report(self, problem: str | None) -> None:
+        self._index_problem = problem
 
     def _run(self, only: frozenset[str] | None, kind: str, seen_at: float | None) -> IndexSummary:
         """One pipeline run, on the Indexer's thread (so never two at once)."""
@@ -279,7 +301,7 @@ class Daemon:
 
     def search(self, query: str, k: int, mode: Mode, where: Filter) -> dict[str, Any]:
         """The `search --json` object."""
-        assert self.searcher is not None
+        assert self.searcher is not None and self.store is not None
         try:
             hits = self.searcher.search(query, k, mode, where)
         except IndexEmptyError:
@@ -289,7 +311,7 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return search_json(query, mode, hits)
+        return add_filter_hint(search_json(query, mode, hits), self.store, where)
 
     def plan_ask(
         self,
@@ -426,7 +448,51 @@ class Daemon:
     # ------------------------------------------------------------------ status
 
     def health(self) -> dict[str, Any]:
-        return {"status": "ok", "pid": self.pid, "version": __version__}
+        """Liveness (always 200: the daemon answers) and whether all of it works.
+
+        `status` is "degraded" while a part is down or was given up on; `degraded` lists
+        each such part with its state and the reason: the watcher (restarting, or failed for
+        good: saves are no longer seen), the indexer (writes failing: changes are kept and
+        retried), or an actor the supervisor gave up on.
+        """
+        parts = self.degraded()
+        return {
+            "status": "degraded" if parts else "ok",
+            "pid": self.pid,
+            "version": __version__,
+            "degraded": parts,
+        }
+
+    def degraded(self) -> list[dict[str, str]]:
+        parts = []
+        watcher = self.watcher
+        if watcher.state in ("restarting", "failed"):
+            what = "gave up restarting" if watcher.state == "failed" else "restarting"
+            parts.append(
+                {
+                    "component": "watcher",
+                    "state": watcher.state,
+                    "reason": f"the file watcher died ({watcher.error}); {what}: saves are "
+                    + (
+                        "no longer indexed; restart the daemon"
+                        if watcher.state == "failed"
+                        else "indexed again once it is back"
+                    ),
+                }
+            )
+        if self._index_problem is not None:
+            parts.append(
+                {"component": "indexer", "state": "retrying", "reason": self._index_problem}
+            )
+        if self.supervisor.given_up is not None:
+            parts.append(
+                {
+                    "component": "supervisor",
+                    "state": "failed",
+                    "reason": str(self.supervisor.given_up),
+                }
+            )
+        return parts
 
     def queue_depth(self) -> int:
         ref = self.indexer.actor_ref if self.indexer is not None else None
@@ -448,6 +514,8 @@ class Daemon:
                 "uptime_seconds": round(time.monotonic() - self._started, 3),
                 "watcher": self.watcher.state,
                 "watcher_error": self.watcher.error,
+                "watcher_restarts": self.watcher.restarts,
+                "problems": self.degraded(),
                 "indexing": self.indexing,
                 "ready": self.first_pass.is_set(),
                 "queue_depth": self.queue_depth(),
@@ -457,7 +525,7 @@ class Daemon:
                 "last_batch": self.last_batch,
             }
         )
-        return report
+        return _printable(report)
 
     # ----------------------------------------------------------------- metrics
 
@@ -513,6 +581,7 @@ class Daemon:
         return [
             ({"status": "ok"}, counts["files_ok"]),
             ({"status": "failed"}, counts["files_failed"]),
+            ({"status": "partial"}, counts["files_partial"]),
         ]
 
     def _chunks(self) -> list[tuple[dict[str, str], float]]:
@@ -531,6 +600,17 @@ class Daemon:
             ref = child.actor_ref
             samples.append(({"actor": child.name}, ref.actor_inbox.qsize() if ref else 0))
         return samples
+
+
+def _printable(value: Any) -> Any:
+    """`value` with every string valid UTF-8, so that /status can always be encoded."""
+    if isinstance(value, str):
+        return storable_text(value)
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_printable(v) for v in value]
+    return value
 
 
 def _close_provider(llm: LlmProvider | None) -> None:

@@ -22,8 +22,18 @@ import anyio.to_thread
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+)
+from pydantic import Field, ValidationError
 
 from gbr import __version__
 from gbr.actors.coordinator import Progress
@@ -32,6 +42,8 @@ from gbr.core.oracle import AskOptions
 from gbr.core.prompt import render_chunk
 from gbr.core.records import ChunkKind, Hit
 from gbr.core.search import Filter, Mode
+from gbr.core.store import damaged
+from gbr.mcp.arguments import PlainErrorsServer
 from gbr.mcp.backends import IndexChooser
 
 INSTRUCTIONS = (
@@ -46,7 +58,7 @@ READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
 
 def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) -> MCPServer:
-    server = MCPServer(
+    server = PlainErrorsServer(
         "gleambrctl",
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -80,7 +92,7 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
     ) -> CallToolResult:
         """Find code in the indexed Gleam package; returns each hit's code with path:line."""
         where = Filter(path=path, module=module, kinds=tuple(kinds))
-        with _tool_errors(), chooser.current() as index:
+        with _tool_errors(chooser), chooser.current() as index:
             data = index.search(query, k, mode, where)
             via = index.via
         return _result(_hits_text(data, via), data)
@@ -109,7 +121,7 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
     ) -> CallToolResult:
         """Answer a question from the package's code with path:line citations (calls an LLM)."""
         options = AskOptions(max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run)
-        with _tool_errors(), chooser.current() as index:
+        with _tool_errors(chooser), chooser.current() as index:
             outcome = index.ask(question, options, provider, model)
         data = outcome.answer
         if outcome.error is not None:
@@ -125,7 +137,7 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
     @server.tool(annotations=READ_ONLY)
     def index_status() -> CallToolResult:
         """What is indexed: files, chunks, dropped files and why, and the daemon if one runs."""
-        with _tool_errors(), chooser.current() as index:
+        with _tool_errors(chooser), chooser.current() as index:
             data = index.status()
             via = index.via
         return _result(_status_text(data, via), data)
@@ -149,7 +161,7 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
                 anyio.from_thread.run(ctx.report_progress, p.done, p.expected, message, token=loop)
 
         def work() -> tuple[dict[str, Any], str]:
-            with _tool_errors(), chooser.current() as index:
+            with _tool_errors(chooser), chooser.current() as index:
                 return index.reindex(report), index.via
 
         data, via = await anyio.to_thread.run_sync(work)
@@ -168,12 +180,18 @@ def _result(text: str, data: dict[str, Any], error: bool = False) -> CallToolRes
 
 
 @contextlib.contextmanager
-def _tool_errors() -> Iterator[None]:
-    """A GbrError becomes a ToolError with its one line; anything else stays a server bug."""
+def _tool_errors(chooser: IndexChooser) -> Iterator[None]:
+    """A GbrError becomes a ToolError with its one line, and so does a damaged index file
+    (a block's checksum fails mid-query); anything else stays a server bug."""
     try:
         yield
     except GbrError as exc:
         raise ToolError(str(exc)) from None
+    except Exception as exc:
+        bad = damaged(exc, chooser.local.settings.db)
+        if bad is None:
+            raise
+        raise ToolError(str(bad)) from None
 
 
 def _hits_text(data: dict[str, Any], via: str) -> str:
@@ -217,6 +235,8 @@ def _status_text(data: dict[str, Any], via: str) -> str:
         )
     for item in data.get("dropped", []):
         lines.append(f"dropped {item['path']}: {item['error']}")
+    for item in data.get("partial", []):
+        lines.append(f"partial {item['path']}: {item['error']}")
     return "\n".join(lines)
 
 
@@ -229,9 +249,48 @@ def _summary_text(data: dict[str, Any], via: str) -> str:
     ]
     for item in data.get("dropped", []):
         lines.append(f"dropped {item['path']}: {item['reason']}")
+    for item in data.get("partial", []):
+        lines.append(f"partial {item['path']}: {item['reason']}")
     return "\n".join(lines)
 
 
 def run_stdio(chooser: IndexChooser) -> None:
     """Serve until the client closes stdin."""
-    anyio.run(build_server(chooser).run_stdio_async)
+    anyio.run(_serve_stdio, build_server(chooser))
+
+
+async def _serve_stdio(server: MCPServer) -> None:
+    """`MCPServer.run_stdio_async`, except that a line that is not a JSON-RPC message gets
+    the JSON-RPC error it calls for (the SDK drops it, and the client waits forever)."""
+    async with stdio_server() as (incoming, outgoing):
+        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+        async def forward() -> None:
+            async with send:
+                async for item in incoming:
+                    if isinstance(item, Exception):
+                        await outgoing.send(SessionMessage(_line_error(item)))
+                    else:
+                        await send.send(item)
+
+        lowlevel = server._lowlevel_server  # what run_stdio_async runs, with the same options
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(forward)
+            await lowlevel.run(receive, outgoing, lowlevel.create_initialization_options())
+            tasks.cancel_scope.cancel()
+
+
+def _line_error(exc: Exception) -> JSONRPCError:
+    """-32700 for a line that is not JSON, -32600 for JSON that is not a JSON-RPC message;
+    the id is null, as the spec says when the request's id cannot be read."""
+    not_json = isinstance(exc, ValidationError) and any(
+        e["type"] == "json_invalid" for e in exc.errors(include_url=False)
+    )
+    error = (
+        ErrorData(code=PARSE_ERROR, message="Parse error: the line is not valid JSON")
+        if not_json
+        else ErrorData(
+            code=INVALID_REQUEST, message="Invalid Request: the line is not a JSON-RPC 2.0 message"
+        )
+    )
+    return JSONRPCError(jsonrpc="2.0", id=None, error=error)

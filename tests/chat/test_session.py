@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 from tests.chat.conftest import CTL, chat_env, copy_small
-from tests.conftest import EXAMPLE
 from tests.fake_llm import FakeLlm, Reply
 
 ISBN_QUESTION = "how do I check that a book number is valid"
@@ -35,7 +33,8 @@ def user_turns(messages: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 def test_a_newcomer_indexes_then_asks_and_follows_up(tmp_path: Path, fake_llm: FakeLlm) -> None:
     root = copy_small(tmp_path / "pkg")
-    shutil.copy2(EXAMPLE / "src/bookshelf/broken.gleam", root / "src/bookshelf/broken.gleam")
+    # No definition in it parses, so the file is dropped whole.
+    (root / "src/bookshelf/broken.gleam").write_text("import gleam/list\n\npub fn half( {\n")
     fake_llm.script(
         Reply("Call isbn.is_valid (src/bookshelf/isbn.gleam:51).", chunks=5),
         Reply("It returns a Bool; see src/bookshelf/isbn.gleam:52 and src/gone.gleam:3.", chunks=3),

@@ -37,15 +37,16 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     return root, run_json("index", str(root))
 
 
-def test_index_reports_files_chunks_and_the_dropped_file(indexed: tuple[Path, dict]) -> None:
+def test_index_reports_files_chunks_and_the_partial_file(indexed: tuple[Path, dict]) -> None:
     root, summary = indexed
     assert summary["files_seen"] == 16
-    assert summary["files_indexed"] == 15
-    assert summary["files_dropped"] == 1
+    assert summary["files_indexed"] == 16
+    assert summary["files_dropped"] == 0 and summary["files_partial"] == 1
     assert summary["chunks"] > 300
-    [dropped] = summary["dropped"]
-    assert dropped["path"] == "src/bookshelf/broken.gleam"
-    assert dropped["kind"] == "parse_failed" and dropped["line"] > 1
+    # broken.gleam's constant parses; the function missing its `}` and the next do not.
+    [partial] = summary["partial"]
+    assert partial["path"] == "src/bookshelf/broken.gleam"
+    assert partial["kind"] == "parse_partial" and partial["line"] > 1
     assert (root / ".gbr" / "index.duckdb").is_file()
 
 
@@ -115,15 +116,15 @@ def test_search_human_output_shows_location_kind_and_name(indexed: tuple[Path, d
 def test_status_lists_counts_model_and_dropped_files(indexed: tuple[Path, dict]) -> None:
     root, summary = indexed
     data = run_json("status", cwd=root)
-    assert data["files_ok"] == 15 and data["files_failed"] == 1
+    assert data["files_ok"] == 15 and data["files_partial"] == 1 and data["files_failed"] == 0
     assert data["chunks"] == summary["chunks"]
     assert data["model_id"] == "all-MiniLM-L6-v2-onnx-int8"
     assert data["db_bytes"] > 0
-    assert data["dropped"][0]["path"] == "src/bookshelf/broken.gleam"
-    assert "line" in data["dropped"][0]["error"]
-    assert data["last_run"]["files_indexed"] == 15
+    assert data["partial"][0]["path"] == "src/bookshelf/broken.gleam"
+    assert "line" in data["partial"][0]["error"]
+    assert data["last_run"]["files_indexed"] == 16
     human = run("status", cwd=root)
-    assert "broken.gleam" in human.stdout and "dropped" in human.stdout
+    assert "partial src/bookshelf/broken.gleam" in human.stdout
 
 
 def test_search_without_an_index_says_how_to_make_one(tmp_path: Path) -> None:
@@ -173,7 +174,8 @@ def test_incremental_runs_skip_update_and_remove(small_example: Path) -> None:
 def test_a_file_that_stops_parsing_keeps_its_chunks_as_stale(small_example: Path) -> None:
     run_json("index", str(small_example))
     isbn = small_example / "src/bookshelf/isbn.gleam"
-    isbn.write_text(isbn.read_text() + "\npub fn half_written( {\n")
+    # Nothing in it parses any more, so the file is dropped whole.
+    isbn.write_text("import gleam/string\n\npub fn half_written( {\n")
     summary = run_json("index", str(small_example))
     assert summary["files_dropped"] == 1
     status = run_json("status", cwd=small_example)

@@ -12,7 +12,7 @@ from tree_sitter import Node, Parser
 
 from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.records import Chunk, FileProblem, SourceFile
+from gbr.core.records import Chunk, FileProblem, PartialFile, SourceFile
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bookshelf"
 MAX_TOKENS = ChunkLimits().max_tokens
@@ -26,7 +26,7 @@ DEFINITION_TYPES = {
 }
 LEADING_TYPES = {"statement_comment", "comment", "attribute"}
 
-Chunker = Callable[..., "list[Chunk] | FileProblem"]
+Chunker = Callable[..., "list[Chunk] | PartialFile | FileProblem"]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,9 @@ def source_file(content: str | bytes, path: str = "src/app/thing.gleam") -> Sour
 
 @pytest.fixture
 def chunk(parser: Parser, model: OnnxEmbedder) -> Chunker:
-    def run(content: str | bytes, path: str = "src/app/thing.gleam") -> list[Chunk] | FileProblem:
+    def run(
+        content: str | bytes, path: str = "src/app/thing.gleam"
+    ) -> list[Chunk] | PartialFile | FileProblem:
         return chunk_file(source_file(content, path), parser, model.count_tokens)
 
     return run
@@ -63,7 +65,10 @@ def chunks_of(chunk: Chunker, content: str | bytes) -> list[Chunk]:
 
 
 def problem_of(chunk: Chunker, content: str | bytes) -> FileProblem:
+    """The file's problem: why it was dropped, or (when partial) its first syntax error."""
     result = chunk(content)
+    if isinstance(result, PartialFile):
+        return result.problem
     assert isinstance(result, FileProblem), result
     return result
 
@@ -562,7 +567,8 @@ def test_two_definitions_on_one_line_share_one_chunk(chunk: Chunker) -> None:
 def test_a_syntax_error_is_reported_where_it_is(chunk: Chunker) -> None:
     source = "pub fn ok() {\n  1\n}\n\npub fn f(x: Int) -> Int {\n  let y = [1, 2,, 3]\n  x\n}\n"
     problem = problem_of(chunk, source)
-    assert problem.kind == "parse_failed"
+    assert problem.kind == "parse_partial"  # `ok` parsed intact and is kept
+    assert problem.dropped_lines == ((5, 8),)
     assert problem.path == "src/app/thing.gleam"
     assert (problem.line, problem.column) == (6, 17)  # the second comma
     assert problem.excerpt == "let y = [1, 2,, 3]"
@@ -600,11 +606,22 @@ def test_an_unclosed_brace_points_past_it_and_names_the_brace(chunk: Chunker) ->
     assert "line 1, column 51" in problem.reason
 
 
-def test_the_broken_example_is_a_parse_failure_near_its_error(chunk: Chunker) -> None:
+def test_the_broken_example_keeps_its_intact_constant_and_says_where_it_broke(
+    chunk: Chunker,
+) -> None:
     rel = "src/bookshelf/broken.gleam"
-    problem = chunk((EXAMPLE / rel).read_bytes(), rel)
-    assert isinstance(problem, FileProblem)
-    assert problem.kind == "parse_failed"
+    result = chunk((EXAMPLE / rel).read_bytes(), rel)
+    assert isinstance(result, PartialFile)
+    assert [(c.kind, c.name) for c in result.chunks] == [
+        ("module", "bookshelf/broken"),
+        ("constant", "max_reminders"),
+        ("function", "prune"),  # swallowed by the unclosed `{`, parsed again on its own
+    ]
+    problem = result.problem
+    assert problem.kind == "parse_partial"
+    # `notify_next`, its doc and the blank line after it.
+    assert problem.dropped_lines == ((15, 23),)
+    assert "lines 15-23 not indexed" in problem.reason
     # `notify_next` (line 16) lacks a `}`; the parser stops at `pub fn prune` (line 25).
     assert (problem.line, problem.column) == (25, 1)
     assert problem.excerpt.startswith("pub fn prune(")
@@ -623,9 +640,13 @@ def test_a_non_ascii_name_is_reported_at_the_letter(chunk: Chunker) -> None:
     assert "'é'" in problem.reason
 
 
-def test_a_stray_top_level_expression_is_a_parse_failure(chunk: Chunker) -> None:
-    problem = problem_of(chunk, "import gleam/io\n\nfoo bar\n\npub fn g() {\n  2\n}\n")
-    assert problem.kind == "parse_failed"
+def test_a_stray_top_level_expression_is_left_out_and_reported(chunk: Chunker) -> None:
+    result = chunk("import gleam/io\n\nfoo bar\n\npub fn g() {\n  2\n}\n")
+    assert isinstance(result, PartialFile)
+    assert [c.name for c in result.chunks] == ["app/thing", "g"]
+    problem = result.problem
+    assert problem.kind == "parse_partial"
+    assert problem.dropped_lines == ((3, 3),)
     assert (problem.line, problem.column) == (3, 1)
     assert problem.excerpt == "foo bar"
 

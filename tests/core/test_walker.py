@@ -239,11 +239,18 @@ def test_a_folder_symlink_back_to_its_parent_is_a_loop_and_the_walk_ends(
     ]
 
 
-def test_a_symlinked_folder_elsewhere_is_walked(make_package: MakePackage, tmp_path: Path) -> None:
+def test_a_symlinked_folder_elsewhere_is_walked_only_when_asked(
+    make_package: MakePackage, tmp_path: Path
+) -> None:
     shared = write(tmp_path / "shared", {"util.gleam": ""})
     root = make_package({"src/app.gleam": ""})
     (root / "src" / "shared").symlink_to(shared, target_is_directory=True)
-    assert [(f.path, f.module) for f in found(root)] == [
+    items = list(walk(root))
+    assert [i.path for i in items if isinstance(i, FoundFile)] == ["src/app.gleam"]
+    assert [(p.path, p.kind) for p in items if isinstance(p, FileProblem)] == [
+        ("src/shared", "outside_link")
+    ]
+    assert [(f.path, f.module) for f in found(root, WalkOptions(follow_outside_links=True))] == [
         ("src/app.gleam", "app"),
         ("src/shared/util.gleam", "shared/util"),
     ]

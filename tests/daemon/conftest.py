@@ -21,10 +21,13 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from gbr.core.embedder import OnnxEmbedder
 from gbr.core.llm.sse import iter_sse
 from gbr.daemon.discovery import DaemonInfo, read_discovery
-from tests.conftest import CTL
+from gbr.daemon.service import Daemon, DaemonConfig
+from tests.conftest import CTL, copy_small
 from tests.conftest import PROVIDER_VARS as BASE_PROVIDER_VARS
+from tests.fake_llm import FakeLlm
 
 PROVIDER_VARS = (*BASE_PROVIDER_VARS, "GBR_TOKEN", "GBR_FAULTS")
 # The keys of one hit in `search --json`, spelled out: they are the API, not Hit's fields.
@@ -32,7 +35,7 @@ HIT_KEYS = {
     "rank", "path", "module", "name", "kind", "start_line", "end_line", "score", "text",
     "signature", "doc",
 }  # fmt: skip
-DEADLINE = 15.0  # seconds to wait for something the daemon should do soon
+DEADLINE = 60.0  # seconds to wait for something the daemon should do soon (a bound, not a target)
 T = TypeVar("T")
 
 
@@ -104,8 +107,13 @@ class RunningDaemon:
             assert response.headers["content-type"].startswith("text/event-stream")
             return [(e.event, json.loads(e.data)) for e in iter_sse(response.iter_text())]
 
-    def wait_idle(self) -> dict[str, Any]:
+    def wait_first_pass(self, timeout: float = 300) -> None:
+        """Generous: the first pass embeds every chunk, slow on a loaded 2-core machine."""
+        wait_until(lambda: self.status()["ready"], "the first pass", timeout=timeout)
+
+    def wait_idle(self, timeout: float = DEADLINE) -> dict[str, Any]:
         """Until the first pass is done and nothing is queued or running."""
+        self.wait_first_pass()
         return wait_until(
             lambda: (
                 (s := self.status())["ready"]
@@ -114,6 +122,7 @@ class RunningDaemon:
                 and s
             ),
             "the daemon to be idle",
+            timeout,
         )
 
     def log_text(self) -> str:
@@ -126,9 +135,11 @@ class RunningDaemon:
 
 
 def start_daemon(
-    root: Path, *args: str, env: dict[str, str], token: str | None = None
+    root: Path, *args: str, env: dict[str, str], token: str | None = None, **popen: Any
 ) -> RunningDaemon:
-    """`gleambrctl serve ROOT --port 0 ARGS`, once its discovery file names it and it answers."""
+    """`gleambrctl serve ROOT --port 0 ARGS`, once its discovery file names it and it answers.
+
+    `popen` goes to subprocess.Popen (a `preexec_fn` that lowers a limit, say)."""
     logs = root.parent / f"{root.name}-daemon-{time.monotonic_ns()}.log"
     with logs.open("wb") as log:
         proc = subprocess.Popen(
@@ -136,6 +147,7 @@ def start_daemon(
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,
+            **popen,
         )
     db = root / ".gbr" / "index.duckdb"
 
@@ -154,6 +166,22 @@ def start_daemon(
     return daemon
 
 
+def start_small(base: Path, fake: FakeLlm, key: str, *args: str) -> RunningDaemon:
+    """A daemon over a copy of the small example under `base`, with `fake` as its Groq."""
+    root = copy_small(base / "small")
+    return start_daemon(root, *args, env=clean_env(base / "home", **fake.env("groq", key)))
+
+
+def index_once(root: Path, db: Path, model: OnnxEmbedder) -> None:
+    """One full pass of `root` into `db` by an in-process Daemon, closed after."""
+    daemon = Daemon(DaemonConfig(root=root, db=db), model)
+    daemon.open()
+    try:
+        daemon.index_all()
+    finally:
+        daemon.close()
+
+
 def run_ctl(
     *args: str, cwd: Path, env: dict[str, str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
@@ -165,6 +193,13 @@ def run_ctl(
 def append_function(root: Path, rel: str, name: str, body: str = "42") -> None:
     with (root / rel).open("a", encoding="utf-8") as handle:
         handle.write(f"\npub fn {name}() -> Int {{\n  {body}\n}}\n")
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeLlm]:
+    """The fake LLM server of a module's daemon."""
+    with FakeLlm() as server:
+        yield server
 
 
 @pytest.fixture

@@ -15,14 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import copy_small
 from tests.daemon.conftest import (
     CTL,
     HIT_KEYS,
     RunningDaemon,
     clean_env,
     run_ctl,
-    start_daemon,
+    start_small,
 )
 from tests.fake_llm import FakeLlm, Reply
 
@@ -31,20 +30,13 @@ QUESTION = "how do I check that a book number is valid"
 
 
 @pytest.fixture(scope="module")
-def fake() -> Iterator[FakeLlm]:
-    with FakeLlm() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
-    base = tmp_path_factory.mktemp("api")
-    root = copy_small(base / "small")
-    env = clean_env(base / "home", **fake.env("groq", KEY))
-    running = start_daemon(root, env=env)
-    running.wait_idle()
-    yield running
-    running.stop()
+    running = start_small(tmp_path_factory.mktemp("api"), fake, KEY)
+    try:
+        running.wait_idle()
+        yield running
+    finally:
+        running.stop()
 
 
 @pytest.fixture
@@ -86,6 +78,20 @@ def test_search_filters_and_modes(daemon: RunningDaemon) -> None:
     assert all(r["kind"] == "function" and r["path"].startswith("src/") for r in bm25["results"])
     module = daemon.search("isbn", module="bookshelf/isbn", mode="dense")["results"]
     assert module and all(r["module"] == "bookshelf/isbn" for r in module)
+    assert "hint" not in daemon.search("isbn", module="bookshelf/isbn")
+
+
+def test_a_filter_that_matches_nothing_gets_a_hint_through_the_daemon(
+    daemon: RunningDaemon, cli_env: dict
+) -> None:
+    data = daemon.search("isbn", module="bookshelf/isbnn")
+    assert data["results"] == []
+    assert data["hint"].startswith(
+        "no chunk is in module bookshelf/isbnn; modules here: bookshelf/isbn"
+    )
+    human = run_ctl("search", "isbn", "--path", "lib/", cwd=daemon.root, env=cli_env)
+    assert human.returncode == 0 and human.stdout.strip() == "no matches"
+    assert human.stderr.startswith("note: no chunk is under path lib/"), human.stderr
 
 
 @pytest.mark.parametrize(
@@ -118,7 +124,7 @@ def test_a_body_that_is_not_json_is_a_4xx(daemon: RunningDaemon) -> None:
     )
     assert response.status_code == 422
     assert "not valid JSON" in response.json()["error"]
-    missing = daemon.post("/search")
+    missing = daemon.post("/search", content=b"", headers={"content-type": "application/json"})
     assert missing.status_code == 422 and "missing" in missing.json()["error"]
 
 
@@ -178,7 +184,7 @@ def test_metrics_are_prometheus_text(daemon: RunningDaemon) -> None:
 
 
 def test_index_runs_a_full_pass_and_returns_the_index_summary(daemon: RunningDaemon) -> None:
-    response = daemon.post("/index")
+    response = daemon.post("/index", {})
     assert response.status_code == 200, response.text
     summary = response.json()
     assert summary["files_seen"] == 5 and summary["files_unchanged"] == 5
@@ -259,7 +265,9 @@ def test_cli_search_goes_through_the_daemon_with_the_same_json(
         "search", "check that an ISBN is valid", "-k", "3", "--json", cwd=daemon.root, env=cli_env
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == daemon.search("check that an ISBN is valid", k=3)
+    stamped = json.loads(result.stdout)
+    assert (stamped.pop("schema_version"), stamped.pop("package")) == (1, "bookshelf")
+    assert stamped == daemon.search("check that an ISBN is valid", k=3)
     human = run_ctl("search", "validate an ISBN-13", "-k", "2", cwd=daemon.root, env=cli_env)
     assert "src/bookshelf/isbn.gleam:" in human.stdout and "function" in human.stdout
     lines = run_ctl("search", "-", "-k", "1", cwd=daemon.root, env=cli_env, stdin="isbn\nmember\n")

@@ -33,7 +33,10 @@ def make_daemon(
         daemon = Daemon(config, model)
         daemon.open()
         made.append(daemon)
-        return daemon, TestClient(create_app(daemon), raise_server_exceptions=False)
+        client = TestClient(
+            create_app(daemon), base_url="http://127.0.0.1", raise_server_exceptions=False
+        )
+        return daemon, client
 
     yield make
     for daemon in made:
@@ -45,7 +48,7 @@ def test_search_before_the_first_pass_is_a_409_then_index_fills_it(make_daemon) 
     early = client.post("/search", json={"query": "isbn"})
     assert early.status_code == 409
     assert early.json()["type"] == "IndexEmptyError" and "indexing" in early.json()["error"]
-    summary = client.post("/index").json()
+    summary = client.post("/index", json={}).json()
     assert summary["files_indexed"] == 5
     assert client.post("/search", json={"query": "isbn"}).json()["results"]
     assert daemon.status()["ready"] is True
@@ -71,7 +74,7 @@ def test_an_unexpected_error_is_a_503_with_a_json_body_never_a_500(make_daemon) 
 
 def test_a_full_pass_that_crashes_twice_answers_with_the_error(make_daemon) -> None:
     daemon, client = make_daemon(parse_faults("indexer@always"))
-    response = client.post("/index")
+    response = client.post("/index", json={})
     assert response.status_code == 503
     assert response.json()["type"] == "SupervisionError"
     assert "crashed twice" in response.json()["error"]

@@ -6,9 +6,24 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
-from gbr.core.errors import ProviderResponseError
 from gbr.core.llm.base import Message
 from gbr.core.llm.http_provider import Delta, HttpProvider
+
+# Finish reasons that mean "declined", not "done": the answer is missing or cut, and saying
+# nothing would pass an empty or partial reply off as the whole answer. MAX_TOKENS, STOP and
+# the rest end an answer normally.
+REFUSALS = frozenset(
+    {
+        "SAFETY",
+        "RECITATION",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "IMAGE_SAFETY",
+        "IMAGE_PROHIBITED_CONTENT",
+        "IMAGE_RECITATION",
+    }
+)
 
 
 class GeminiProvider(HttpProvider):
@@ -16,7 +31,8 @@ class GeminiProvider(HttpProvider):
 
     The key goes in the `x-goog-api-key` header rather than `?key=`, so it never lands in a URL
     that a proxy, a log line or an error message could show. Gemini has no `[DONE]`: the answer
-    is complete at the chunk that carries a `finishReason`.
+    is complete at the chunk that carries a `finishReason`. A model is `models/NAME` or, for a
+    tuned model, `tunedModels/NAME`; a bare name means `models/NAME`.
     """
 
     key_env = "GEMINI_API_KEY"
@@ -28,9 +44,18 @@ class GeminiProvider(HttpProvider):
     wire_format = "Gemini generateContent"
 
     def _url(self) -> str:
-        model = quote(self.model.removeprefix("models/"), safe="")
+        collection, slash, name = self.model.partition("/")
+        if not slash or collection not in ("models", "tunedModels"):
+            collection, name = "models", self.model
+        # The collection's slash is part of the path; one inside the name would not be.
         base = self.settings.base_url.rstrip("/")
-        return f"{base}/v1beta/models/{model}:streamGenerateContent?alt=sse"
+        return f"{base}/v1beta/{collection}/{quote(name, safe='')}:streamGenerateContent?alt=sse"
+
+    def _key_rejection(self, status: int, body: Any) -> str | None:
+        # A bad key is a 400 INVALID_ARGUMENT whose details say API_KEY_INVALID, not a 401.
+        if status == 400 and "API_KEY_INVALID" in _error_reasons(body):
+            return f"{status} API_KEY_INVALID"
+        return super()._key_rejection(status, body)
 
     def _headers(self) -> dict[str, str]:
         headers = {"accept": "text/event-stream"}
@@ -60,14 +85,12 @@ class GeminiProvider(HttpProvider):
 
     def _read_event(self, data: str) -> Delta:
         payload = self._json(data)
+        feedback = payload.get("promptFeedback")
+        blocked = feedback.get("blockReason") if isinstance(feedback, dict) else None
+        if blocked:  # the question itself was blocked: no candidates at all
+            return Delta("", refused=f"the question was blocked: {blocked}")
         candidates = payload.get("candidates")
         if candidates is None:
-            blocked = (payload.get("promptFeedback") or {}).get("blockReason")
-            if blocked:
-                raise self._error(
-                    ProviderResponseError,
-                    f"{self.name} refused the question ({blocked}); rephrase it and ask again",
-                )
             return Delta("")  # a usage-only chunk
         if not isinstance(candidates, list):
             raise self._unexpected("`candidates` is not a list")
@@ -90,4 +113,18 @@ class GeminiProvider(HttpProvider):
             and isinstance(part.get("text"), str)
             and not part.get("thought")
         )
-        return Delta(text, finished=bool(candidate.get("finishReason")))
+        reason = candidate.get("finishReason")
+        if reason in REFUSALS:  # its text, if any, is shown before the refusal is raised
+            return Delta(text, refused=f"finishReason {reason}")
+        return Delta(text, finished=bool(reason))
+
+
+def _error_reasons(body: Any) -> set[str]:
+    """The `reason` of each `google.rpc.ErrorInfo` in a Google error body's `details`."""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    if not isinstance(details, list):
+        return set()
+    return {
+        d["reason"] for d in details if isinstance(d, dict) and isinstance(d.get("reason"), str)
+    }

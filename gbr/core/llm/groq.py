@@ -12,3 +12,5 @@ class GroqProvider(OpenAICompatProvider):
     default_base_url = "https://api.groq.com/openai/v1"
     default_model = "llama-3.3-70b-versatile"
     key_required = True
+    # Groq documents `max_completion_tokens` and marks `max_tokens` deprecated.
+    max_tokens_field = "max_completion_tokens"

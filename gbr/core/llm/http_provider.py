@@ -42,6 +42,8 @@ class Delta(NamedTuple):
 
     text: str
     finished: bool = False
+    refused: str | None = None
+    """Why the provider declined to answer (a safety block, say): the stream fails after `text`."""
 
 
 def safe_url(url: str) -> str:
@@ -146,7 +148,7 @@ class HttpProvider:
                 # A server that ignored `stream: true`, or a proxy's error page with a 200.
                 self._json(response.read().decode("utf-8", "replace"))
                 raise self._unexpected("one JSON body instead of an event stream")
-            finished = False
+            finished = shown = False
             try:
                 for event in iter_sse(response.iter_text()):
                     if event.is_done:
@@ -154,7 +156,10 @@ class HttpProvider:
                         break
                     delta = self._read_event(event.data)
                     if delta.text:
+                        shown = True
                         yield delta.text
+                    if delta.refused is not None:
+                        raise self._refusal(delta.refused, partial=shown)
                     finished = finished or delta.finished
             except httpx.TimeoutException as exc:
                 if not finished:
@@ -205,9 +210,9 @@ class HttpProvider:
                     return
                 status = response.status_code
                 retry_after = response.headers.get("retry-after")
-                detail = self._error_detail(response)
+                error_body = self._error_body(response)
                 if not is_retryable(status):
-                    raise self._status_error(status, detail)
+                    raise self._status_error(status, error_body)
 
             elapsed = backoff.clock() - start
             delay = backoff.delay(attempt, retry_after)
@@ -266,7 +271,8 @@ class HttpProvider:
     def _hint(self, var: str | None, what: str) -> str:
         return var or f"the {self.name} {what}"
 
-    def _error_detail(self, response: httpx.Response) -> str:
+    def _error_body(self, response: httpx.Response) -> Any:
+        """An error reply's body: parsed JSON, else its text ("" when it cannot be read)."""
         try:
             raw = response.read()
         except httpx.HTTPError:
@@ -274,20 +280,29 @@ class HttpProvider:
         finally:
             response.close()
         try:
-            return _detail_of(json.loads(raw))
+            return json.loads(raw)
         except ValueError:
-            return _shorten(raw.decode("utf-8", "replace"))
+            return raw.decode("utf-8", "replace")
 
-    def _status_error(self, status: int, detail: str) -> ProviderError:
+    def _key_rejection(self, status: int, body: Any) -> str | None:
+        """What in an error reply says the key was refused ("401"), or None if nothing does."""
+        return str(status) if status in (401, 403) else None
+
+    def _status_error(self, status: int, body: Any) -> ProviderError:
+        detail = _detail_of(body)
         suffix = f": {detail}" if detail else ""
         key_env = self._hint(self.key_env, "API key")
         model_env = self._hint(self.model_env, "model name")
         base_url_env = self._hint(self.base_url_env, "base URL")
-        if status in (401, 403):
+        rejection = self._key_rejection(status, body)
+        if rejection is not None:
             if self.settings.api_key:
-                message = f"{self.name} rejected the API key ({status}); check {key_env}"
+                message = (
+                    f"{self.name} rejected the API key ({rejection}); set a valid one in "
+                    f"{key_env} (or api_key under [{self.name}] in the gbr config.toml)"
+                )
             else:
-                message = f"{self.name} refused a request without an API key ({status}); "
+                message = f"{self.name} refused a request without an API key ({rejection}); "
                 message += f"set {key_env}"
             return self._error(ProviderAuthError, message)
         if status == 404:
@@ -357,6 +372,18 @@ class HttpProvider:
             f"{self.name} sent nothing for {seconds}; ask again with a longer --timeout (or "
             f"`timeout` under [{self.name}] in the gbr config.toml)"
         )
+
+    def _refusal(self, reason: str, *, partial: bool) -> ProviderResponseError:
+        if partial:
+            message = (
+                f"{self.name} stopped its answer midway ({reason}); the text so far is partial, "
+                f"rephrase the question and ask again"
+            )
+        else:
+            message = (
+                f"{self.name} refused to answer ({reason}); rephrase the question and ask again"
+            )
+        return self._error(ProviderResponseError, message)
 
     def _cut_message(self) -> str:
         return (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from gbr.core.llm.base import Message
 from gbr.core.llm.http_provider import Delta, HttpProvider
@@ -24,6 +24,11 @@ class OpenAICompatProvider(HttpProvider):
     key_required = False  # local servers need none
     wire_format = "OpenAI chat-completions"
     description = "a local OpenAI-compatible server"
+    max_tokens_field: ClassVar[str] = "max_tokens"
+    """`max_tokens`, not OpenAI's newer `max_completion_tokens`, for an unknown local server:
+    Ollama's compatible API silently ignores the newer name (ollama/ollama#7125, open), so the
+    answer would run unbounded, and every llama.cpp and vLLM build reads `max_tokens`, while
+    older ones may not know the newer name. A provider known to read it sets it here (Groq)."""
 
     def _url(self) -> str:
         return self.settings.base_url.rstrip("/") + "/chat/completions"
@@ -41,9 +46,7 @@ class OpenAICompatProvider(HttpProvider):
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
             "stream": True,
-            # `max_tokens`, not OpenAI's newer `max_completion_tokens`: every compatible server
-            # (Groq, Ollama, llama.cpp, vLLM) reads this one.
-            "max_tokens": max_tokens,
+            self.max_tokens_field: max_tokens,
             "temperature": temperature,
         }
 
@@ -52,7 +55,7 @@ class OpenAICompatProvider(HttpProvider):
         choices = payload.get("choices")
         if not isinstance(choices, list):
             raise self._unexpected("a chunk without a `choices` list")
-        if not choices:  # Groq and OpenAI end with a usage-only chunk
+        if not choices:  # OpenAI's usage-only chunk (`stream_options.include_usage`)
             return Delta("")
         choice = choices[0]
         delta = choice.get("delta") if isinstance(choice, dict) else None
@@ -61,4 +64,7 @@ class OpenAICompatProvider(HttpProvider):
         content = delta.get("content")
         if content is not None and not isinstance(content, str):
             raise self._unexpected("a `content` that is not text")
-        return Delta(content or "", finished=bool(choice.get("finish_reason")))
+        reason = choice.get("finish_reason")
+        if reason == "content_filter":  # the server's filter withheld (the rest of) the answer
+            return Delta(content or "", refused="finish_reason content_filter")
+        return Delta(content or "", finished=bool(reason))

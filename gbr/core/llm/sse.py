@@ -42,14 +42,17 @@ class SseParser:
         self._started = False
 
     def feed(self, text: str) -> list[SseEvent]:
-        if not self._started and text:
+        if not text:  # an empty read says nothing, not even "the CRLF is over"
+            return []
+        if not self._started:
             self._started = True
             text = text.removeprefix("\ufeff")
         if self._after_cr and text.startswith("\n"):
-            # The LF half of a CRLF whose CR ended the previous slice.
+            # The LF half of a CRLF whose CR ended the previous slice: the line already ended.
             text = text[1:]
-        if text:
-            self._after_cr = text.endswith("\r")
+        # Set on every non-empty read, even one the strip emptied (a slice of just that LF):
+        # left over, it would eat the next slice's leading LF, a blank line that ends an event.
+        self._after_cr = text.endswith("\r")
         buffer = self._buffer + text
         events: list[SseEvent] = []
         start = 0

@@ -1,0 +1,65 @@
+"""Why a search with `--module` or `--path` found nothing, and what the index holds instead.
+
+An empty result is ambiguous: no code was close enough, or the filter excludes everything
+(a typo, `gleam/lists` for `gleam/list`, a path given from the wrong folder). The second
+deserves one line naming the filter and the nearest values that do exist.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from gbr.core.search import Filter
+from gbr.core.store import Store
+
+SHOWN = 8  # values listed after "modules here:" / "folders here:"
+
+
+def filter_hint(store: Store, where: Filter) -> str | None:
+    """One line when `--module`/`--path` alone match no chunk; None when they match some."""
+    if not store.counts()["chunks"]:
+        return None  # an empty index says so elsewhere
+    if where.module and not _matches(store, Filter(module=where.module)):
+        modules = _distinct(store, "module")
+        return (
+            f"no chunk is in module {where.module}; modules here: {_listing(where.module, modules)}"
+        )
+    if where.path and not _matches(store, Filter(path=where.path)):
+        folders = _distinct(store, "regexp_replace(path, '[^/]*$', '')")
+        return (
+            f"no chunk is under path {where.path} (paths are relative to the package root); "
+            f"folders here: {_listing(where.path, [f or './' for f in folders])}"
+        )
+    if where.module and where.path and not _matches(store, Filter(where.path, where.module)):
+        return f"no chunk is both in module {where.module} and under path {where.path}"
+    return None
+
+
+def add_filter_hint(data: dict[str, Any], store: Store, where: Filter) -> dict[str, Any]:
+    """The `search --json` object, with a `hint` when it is empty because of the filter."""
+    if not data["results"] and (where.module or where.path):
+        hint = filter_hint(store, where)
+        if hint is not None:
+            data["hint"] = hint
+    return data
+
+
+def _matches(store: Store, where: Filter) -> bool:
+    clause, params = where.sql()
+    row = store.con.execute(f"SELECT 1 FROM chunks WHERE {clause} LIMIT 1", params).fetchone()
+    return row is not None
+
+
+def _distinct(store: Store, expression: str) -> list[str]:
+    rows = store.con.execute(f"SELECT DISTINCT {expression} AS v FROM chunks ORDER BY v").fetchall()
+    return [str(value) for (value,) in rows]
+
+
+def _listing(wanted: str, values: list[str]) -> str:
+    """The closest values first (a likely typo), then the rest in order, at most SHOWN."""
+    close = difflib.get_close_matches(wanted, values, n=3, cutoff=0.6)
+    ordered = close + [v for v in values if v not in close]
+    more = len(ordered) - SHOWN
+    text = ", ".join(ordered[:SHOWN])
+    return f"{text} (and {more} more)" if more > 0 else text

@@ -1,0 +1,264 @@
+"""Readers keep the last complete index while an `index` run writes the next one.
+
+DuckDB lets one process hold a file for writing and then nobody else may even read it, so a
+`gleambrctl index` run without a daemon used to make every `search` and `status` fail with
+DuckDB's raw lock error. Here a run without a daemon writes a copy, `<index>.next`, and renames
+it over the index at the end, in one atomic step:
+
+- a reader opens either the old complete file or the new complete one, never a half-run, and
+  one that opened the old file keeps reading it (the open file outlives the rename);
+- writers are serialised by an advisory lock on `<index>.lock` that names its holder; a
+  daemon holds it for its life, since it writes the file in place;
+- a run that finds nothing changed copies and writes nothing (`unchanged_summary`).
+
+A reader that still meets a lock (a daemon starting or stopping, an older gbr writing in
+place) retries for READ_WAIT seconds, then says in one line who holds it (IndexBusyError,
+exit code 75).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import duckdb
+
+from gbr.core.errors import IndexBusyError, StoreError
+from gbr.core.records import FileProblem, IndexSummary
+from gbr.core.store import SCHEMA_VERSION, Store
+from gbr.core.walker import WalkOptions, read_file, walk
+
+READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
+_RETRY_STEP = 0.05
+_DUCKDB_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def lock_path(db: Path) -> Path:
+    return db.with_name(db.name + ".lock")
+
+
+def next_path(db: Path) -> Path:
+    return db.with_name(db.name + ".next")
+
+
+def _wal(db: Path) -> Path:
+    return db.with_name(db.name + ".wal")
+
+
+# ------------------------------------------------------------------------ the writer lock
+
+
+def lock_holder(db: Path) -> tuple[int, str] | None:
+    """(pid, role) of the process holding `<index>.lock` now, or None when nobody does."""
+    try:
+        fd = os.open(lock_path(db), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _parse_holder(os.read(fd, 100).decode("ascii", "replace"))
+        return None  # nobody holds it; closing drops the shared lock just taken
+    finally:
+        os.close(fd)
+
+
+def _parse_holder(text: str) -> tuple[int, str]:
+    pid, _, role = text.strip().partition(" ")
+    return (int(pid) if pid.isdigit() else 0), (role or "index")
+
+
+def busy_message(db: Path, pid: int, role: str, retry: str) -> str:
+    who = f"pid {pid}" if pid else "another process"
+    if role == "daemon":
+        return f"a daemon ({who}) is writing {db}; {retry}"
+    return f"an index run ({who}) is in progress on {db}; {retry}"
+
+
+class WriterLock:
+    """The one-writer lock on `<index>.lock`; the kernel drops it when the holder dies."""
+
+    def __init__(self, db: Path, role: str = "index") -> None:
+        self.db = Path(db).absolute()
+        self.role = role
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock at once, or raise IndexBusyError naming the holder."""
+        path = lock_path(self.db)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid, role = _parse_holder(os.read(fd, 100).decode("ascii", "replace"))
+            os.close(fd)
+            raise IndexBusyError(
+                busy_message(self.db, pid, role, "try again when it finishes")
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()} {self.role}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None
+
+    def __enter__(self) -> WriterLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# ------------------------------------------------------------------------------ readers
+
+
+def open_for_reading(db: Path, wait: float = READ_WAIT) -> Store:
+    """The index opened read-only; a lock held by a writer is retried for `wait` seconds,
+    then reported in one line (IndexBusyError) instead of DuckDB's error."""
+    deadline = time.monotonic() + wait
+    while True:
+        if not db.is_file() and (holder := lock_holder(db)) is not None:
+            raise IndexBusyError(
+                busy_message(db, *holder, "no index is complete yet; try again when it finishes")
+            )
+        try:
+            return Store.open(db, read_only=True)
+        except StoreError as exc:
+            cause = exc.__cause__
+            if not (isinstance(cause, duckdb.IOException) and "lock" in str(cause).lower()):
+                raise
+            if time.monotonic() >= deadline:
+                found = _DUCKDB_PID.search(str(cause))
+                pid, role = lock_holder(db) or (int(found.group(1)) if found else 0, "index")
+                raise IndexBusyError(
+                    busy_message(db, pid, role, "try again in a few seconds")
+                ) from None
+            time.sleep(_RETRY_STEP)
+
+
+# ------------------------------------------------------------------------------ writers
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """Copy a file; copy_file_range lets the kernel share extents (a reflink on btrfs or
+    XFS) or at least copy without a trip through user space."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        try:
+            left = os.fstat(fin.fileno()).st_size
+            while left > 0:
+                done = os.copy_file_range(fin.fileno(), fout.fileno(), left)
+                if done == 0:
+                    break
+                left -= done
+        except OSError:
+            fin.seek(0)
+            fout.seek(0)
+            fout.truncate()
+            shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+class StagedIndex:
+    """The copy a run writes, renamed over the index by `commit`. Hold the WriterLock."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = Path(db)
+        self.path = next_path(self.db)
+
+    def begin(self) -> Path:
+        """Start from a copy of the index (and its WAL, if a crashed writer left one)."""
+        self.discard()  # a run killed before its commit left these behind
+        if self.db.is_file():
+            _copy(self.db, self.path)
+            if _wal(self.db).is_file():
+                _copy(_wal(self.db), _wal(self.path))
+        return self.path
+
+    def commit(self, summary: IndexSummary | None) -> None:
+        """Check the copy opens, record the run (if it finished) under the index's own name,
+        and rename it over the index: readers see the old file or the new one, nothing
+        between."""
+        with Store.open(self.path) as store:
+            if summary is not None:
+                store.set_meta(last_run=json.dumps(summary.as_dict()))
+        # The close above folded the WAL in. An old WAL beside the index belongs to the old
+        # file and must not be replayed onto the new one.
+        _wal(self.db).unlink(missing_ok=True)
+        os.replace(self.path, self.db)
+        _fsync_dir(self.db.parent)
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
+        _wal(self.path).unlink(missing_ok=True)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def unchanged_summary(
+    db: Path, root: Path, options: WalkOptions, want: Mapping[str, str]
+) -> IndexSummary | None:
+    """The summary of a run that would change nothing, or None when it would change something.
+
+    It walks and hashes as the pipeline's walker does: same files, same hashes, same model
+    and chunker (`want`, the meta `Store.prepare` checks), same root, and a fresh full-text
+    index. A file that failed before and is unchanged fails again, so it is reported as
+    dropped with its stored reason (the line and column are not stored).
+    """
+    started = time.monotonic()
+    if not db.is_file():
+        return None
+    with open_for_reading(db) as store:
+        meta = store.meta()
+        wanted = {"schema_version": SCHEMA_VERSION, "root": str(root), **want}
+        if any(meta.get(k) != v for k, v in wanted.items()):
+            return None
+        if not store.has_fulltext() or store.fulltext_stale():
+            return None
+        states = store.file_states()
+        failed = {f["path"]: f for f in store.failed_files()}
+    seen: set[str] = set()
+    for item in walk(root, options):
+        if isinstance(item, FileProblem):
+            return None
+        source = read_file(item, options.max_bytes)
+        state = states.get(item.path)
+        if isinstance(source, FileProblem) or state is None:
+            return None
+        if state.content_hash != source.content_hash:
+            return None
+        seen.add(item.path)
+    if seen != set(states):
+        return None
+    dropped = [
+        FileProblem(path, failed[path]["error"] or "", failed[path]["error_kind"] or "")
+        for path in sorted(seen & set(failed))
+    ]
+    return IndexSummary(
+        root=str(root),
+        db=str(db),
+        files_seen=len(seen),
+        files_unchanged=len(seen) - len(dropped),
+        files_dropped=len(dropped),
+        seconds=time.monotonic() - started,
+        dropped=dropped,
+    )

@@ -1,0 +1,204 @@
+"""Issue 15, item 2: an index run never hangs when its start fails or the file is busy.
+
+On main, an actor whose `on_start` failed (its store could not be opened: another process
+held the file for a moment) died without its supervisor hearing of it, the messages queued
+for it were dropped, and `run_index` waited for them forever.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from gbr.actors import pipeline
+from gbr.actors.faults import parse_faults
+from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.actors.supervisor import RestartPolicy
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import SupervisionError
+from gbr.core.store import Store
+from tests.faults.conftest import ctl, held_by_another_process, start_ctl
+
+BOUND = 240.0  # seconds: far above a loaded machine's run; reaching it means a hang
+
+
+def bounded(call: Callable[[], Any], timeout: float = BOUND) -> Any:
+    """`call()` on a thread; a hang fails the test instead of the suite."""
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"hung for {timeout:g} s"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+def chunk_keys(db: Path) -> Counter[tuple[str, str, str, int]]:
+    with Store.open(db, read_only=True) as store:
+        return Counter(store.con.execute("SELECT path, kind, name, part FROM chunks").fetchall())
+
+
+@pytest.fixture
+def clean(small_example: Path, model: OnnxEmbedder, tmp_path: Path) -> Counter:
+    db = tmp_path / "clean.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    return chunk_keys(db)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        # The writer's first start fails: nothing reached it yet, or it was queued.
+        "writer@start",
+        # The embedder crashes on its 2nd message, and its next incarnation fails to start
+        # while the parsers keep queueing: the redelivered message and the queue move on.
+        "embedder@2,embedder@start2",
+    ],
+)
+def test_a_failed_start_is_restarted_like_a_crash_and_nothing_queued_is_lost(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path, clean: Counter, spec: str
+) -> None:
+    faults = parse_faults(spec)
+    assert faults is not None
+    db = tmp_path / "started.duckdb"
+    with structlog.testing.capture_logs() as events:
+        summary = bounded(
+            lambda: run_index(
+                IndexOptions(root=small_example, db=db, batch_chunks=4, faults=faults), model
+            )
+        )
+    assert sum(faults.crashes.values()) == spec.count("@")  # each drill fired once
+    assert any(e["event"] == "actor_start_failed" for e in events)
+    assert summary.dead_letters == 0 and summary.files_dropped == 0
+    assert chunk_keys(db) == clean  # every chunk, once
+
+
+def test_a_start_that_keeps_failing_ends_the_run_with_one_error(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> None:
+    options = IndexOptions(
+        root=small_example,
+        db=tmp_path / "never.duckdb",
+        faults=parse_faults(",".join(f"writer@start{n}" for n in range(1, 50))),
+        policy=RestartPolicy(max_restarts=3, within_seconds=60),
+    )
+    with pytest.raises(SupervisionError, match="the writer crashed 4 times") as info:
+        bounded(lambda: run_index(options, model))
+    assert "injected failure of writer's start" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_holder_right_after_the_store_is_prepared_cannot_hang_the_run(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's reproduction: another process opens the index read-only in the moment
+    between `prepare` and the actors' starts (the coordinator starts just then; the hook
+    only adds that process, everything else is real). main: the writer's and embedder's
+    starts failed, nobody heard, and the run hung."""
+    db = small_example / ".gbr" / "index.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn held() { 1 }\n")
+    real_start = pipeline.CoordinatorActor.start
+    holders = []
+
+    def start_with_a_holder(*args: Any, **kwargs: Any) -> Any:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _TRY_HOLD, str(db)], stdout=subprocess.PIPE, text=True
+        )
+        assert holder.stdout is not None
+        holders.append((holder, holder.stdout.readline().strip()))
+        return real_start(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.CoordinatorActor, "start", start_with_a_holder)
+    try:
+        summary = bounded(lambda: run_index(IndexOptions(root=small_example, db=db), model))
+    finally:
+        for holder, _ in holders:
+            holder.kill()
+            holder.wait(10)
+    [(_, said)] = holders
+    assert said.startswith("refused")  # the run kept the file: no moment to slip in
+    assert summary.files_indexed == 1 and summary.files_dropped == 0
+
+
+# Tries to open the index read-only and keep it 3 s; says whether it could.
+_TRY_HOLD = """
+import sys, time, duckdb
+try:
+    con = duckdb.connect(sys.argv[1], read_only=True)
+except duckdb.Error as exc:
+    print("refused", exc, flush=True)
+else:
+    print("held", flush=True)
+    time.sleep(3)
+"""
+
+
+def test_an_index_held_by_another_process_is_waited_for_then_indexed(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """main: `error: cannot open index ...: Could not set lock` at once, exit 1."""
+    db = small_example / ".gbr" / "index.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn waited() { 1 }\n")
+    # Held 8 s: longer than the CLI takes to start on a loaded machine, shorter than the
+    # 10 s it waits, so the run finds the file busy and then free.
+    with held_by_another_process(db, seconds=8):
+        started = time.monotonic()
+        done = ctl("index", ".", "--json", cwd=small_example, home=tmp_path / "home")
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < BOUND
+    assert '"files_indexed": 1' in done.stdout
+    assert "index_busy" in (small_example / ".gbr" / "events.jsonl").read_text()
+
+
+def test_an_index_held_too_long_fails_with_one_line_naming_the_holder(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> None:
+    db = small_example / ".gbr" / "index.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    with held_by_another_process(db, seconds=600) as holder:
+        started = time.monotonic()
+        done = ctl("index", ".", cwd=small_example, home=tmp_path / "home")
+        waited = time.monotonic() - started
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: the index ")
+    assert "is in use by another process" in lines[0]
+    assert f"PID {holder.pid}" in lines[0] and "run again" in lines[0]
+    assert 10 <= waited < BOUND  # it waited the bounded while first
+
+
+def test_two_index_runs_started_together_both_end(small_example: Path, tmp_path: Path) -> None:
+    """Each succeeds (the second waits for the first), or fails with one line; none hangs."""
+    runs = [
+        start_ctl("index", ".", "--json", cwd=small_example, home=tmp_path / f"home{i}")
+        for i in range(2)
+    ]
+    outcomes = []
+    for proc in runs:
+        out, err = proc.communicate(timeout=BOUND)
+        outcomes.append((proc.returncode, out, err))
+    for code, _, err in outcomes:
+        assert code == 0 or (code == 1 and len(err.strip().splitlines()) == 1), err
+        assert code == 0 or "is in use by another process (PID" in err  # names the other
+        assert "Traceback" not in err
+    assert any(code == 0 for code, _, _ in outcomes)
