@@ -63,7 +63,10 @@ def _choice(options: tuple[str, ...]) -> Callable[[str], str]:
 
 
 def _k(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
     if not 1 <= value <= 200:
         raise ValueError("a whole number from 1 to 200")
     return value
