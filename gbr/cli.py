@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary
+    from gbr.core.settings import Settings
     from gbr.daemon.client import DaemonClient
     from gbr.daemon.discovery import DaemonInfo
 
@@ -94,10 +95,21 @@ HydeOption = Annotated[
     ),
 ]
 IncludeDepsOption = Annotated[
-    bool, typer.Option("--include-deps", help="Also index build/packages/*/src.")
+    bool | None,
+    typer.Option(
+        "--include-deps/--no-include-deps",
+        help="Also index build/packages/*/src [default: the package's setting, else off]. "
+        "`index` remembers the choice in .gbr/settings.toml.",
+        show_default=False,
+    ),
 ]
 MaxFileSizeOption = Annotated[
-    str, typer.Option("--max-file-size", help="Skip files larger than this.")
+    str | None,
+    typer.Option(
+        "--max-file-size",
+        help="Skip files larger than this [default: the package's setting, else 1MB].",
+        show_default=False,
+    ),
 ]
 
 
@@ -268,8 +280,8 @@ def index(
         bool,
         typer.Option("--strict", help="Exit 1 when any file was dropped or only partly parsed."),
     ] = False,
-    include_deps: IncludeDepsOption = False,
-    max_file_size: MaxFileSizeOption = "1MB",
+    include_deps: IncludeDepsOption = None,
+    max_file_size: MaxFileSizeOption = None,
     model_dir: ModelDirOption = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Echo telemetry events to stderr.")
@@ -306,18 +318,21 @@ def index(
 
         root = _package_root(path)
         db_path = db or default_db(root)
+        deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
         options = IndexOptions(
             root=root,
             db=db_path,
-            include_deps=include_deps,
-            max_bytes=_parse_size(max_file_size),
+            include_deps=deps,
+            max_bytes=max_bytes,
             follow_outside_links=follow_outside_links,
             staged=True,  # readers keep the last complete index meanwhile
+            ignore=ignore,
         )
         _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
         command.db = db_path
         prepare_folder(db_path)
         _telemetry(db_path, echo=verbose)
+        _remember_deps(db_path, include_deps)
         client = _daemon_client(db_path)
         if client is not None:
             if rebuild:
@@ -415,13 +430,31 @@ def _print_summary(s: IndexSummary) -> None:
     for problem in s.partial:
         out.print(f"  [yellow]partial[/yellow] {escape(problem.path)}: {escape(problem.reason)}")
     out.print(f"index: {escape(s.db)}")
+    if s.files_seen == 0:
+        _warn(
+            f"no .gleam files under {s.root} (hidden folders, build/ and ignored files are "
+            "skipped); pass the path of a Gleam package"
+        )
 
 
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="Words or an identifier; `-` reads one per line.")],
-    k: Annotated[int, typer.Option("-k", "--top", min=1, max=200, help="Hits to show.")] = 10,
-    mode: Annotated[str, typer.Option("--mode", help=MODE_HELP)] = "hybrid",
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k",
+            "--top",
+            min=1,
+            max=200,
+            help="Hits to show [default: the package's setting, else 10].",
+            show_default=False,
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help=MODE_HELP + " [default: the package's setting, else hybrid]"),
+    ] = None,
     in_path: Annotated[
         str | None, typer.Option("--path", help="Only files under this prefix or glob.")
     ] = None,
@@ -455,7 +488,7 @@ def search(
         from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
         from gbr.core.snapshot import open_for_reading
 
-        if mode not in MODES:
+        if mode is not None and mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
         bad = [k for k in kind or [] if k not in KINDS]
         if bad:
@@ -467,6 +500,9 @@ def search(
         )
         _check_query_length(query)
         db_path = command.db = _find_db(db)
+        settings = _package_settings(db_path)
+        k = k or settings.k or 10
+        mode = mode or settings.mode or "hybrid"
         client = _daemon_client(db_path)
         if client is not None:
             body = {
@@ -495,6 +531,41 @@ def search(
             hits = searcher.search(query, k, mode, where)  # type: ignore[arg-type]
             data = add_filter_hint(search_json(query, mode, hits), store, where)
         _render_search(stamped(data, root), root, json_out, vimgrep)
+
+
+def _package_settings(db_path: Path) -> Settings:
+    from gbr.core.settings import load_settings
+
+    return load_settings(db_path.parent)
+
+
+def _walk_settings(
+    db_path: Path, include_deps: bool | None, max_file_size: str | None
+) -> tuple[bool, int, tuple[str, ...]]:
+    """include deps, size cap and ignores: the flag, else the package's setting, else default."""
+    from gbr.core.settings import load_settings
+
+    settings = load_settings(db_path.parent)
+    deps = include_deps if include_deps is not None else bool(settings.include_deps)
+    size = max_file_size or settings.max_file_size or "1MB"
+    return deps, _parse_size(size), settings.ignore
+
+
+def _remember_deps(db_path: Path, include_deps: bool | None) -> None:
+    """`--include-deps` or `--no-include-deps` sticks, so a later plain `index` keeps it."""
+    from dataclasses import replace
+
+    from gbr.core.settings import load_settings, save_settings, settings_path
+
+    settings = load_settings(db_path.parent)
+    if include_deps is None or settings.include_deps == include_deps:
+        return
+    save_settings(db_path.parent, replace(settings, include_deps=include_deps))
+    err.print(
+        f"[dim]note: include_deps = {str(include_deps).lower()} is remembered in "
+        f"{escape(str(settings_path(db_path.parent)))}; `gleambrctl settings unset "
+        "include_deps` forgets it[/dim]"
+    )
 
 
 def _check_query_length(query: str) -> None:
@@ -775,6 +846,7 @@ def status(
             holder = lock_holder(db_path)
             if holder is not None and holder[1] == "index":
                 report["index_run_pid"] = holder[0]  # the figures are of the last complete run
+        report["settings"] = _package_settings(db_path).as_dict()
         if json_out:
             from gbr.cli_output import stamped
 
@@ -803,6 +875,9 @@ def status(
             f"{report.get('files_partial', 0)} partial; "
             f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
         )
+        if report["settings"]:
+            listed = ", ".join(f"{k} = {v}" for k, v in report["settings"].items())
+            out.print(f"settings {escape(listed)} (gleambrctl settings)")
         last = report["last_run"]
         if last:
             out.print(
@@ -819,6 +894,65 @@ def status(
             out.print(
                 f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
+
+
+@app.command("settings")
+def settings_command(
+    key: Annotated[
+        str | None,
+        typer.Argument(help="include_deps, max_file_size, ignore, k, mode or tests."),
+    ] = None,
+    value: Annotated[
+        str | None,
+        typer.Argument(help="The new value; for ignore, comma-separated .gitignore patterns."),
+    ] = None,
+    unset: Annotated[
+        bool, typer.Option("--unset", help="Forget KEY; the built-in default applies again.")
+    ] = False,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """Show or change this package's settings (.gbr/settings.toml beside the index).
+
+    A flag given on the command line wins over a setting for that run. Settings apply to
+    `index`, `serve` and `mcp` (include_deps, max_file_size, ignore) and to `search`
+    (k, mode, tests). `gleambrctl settings k 5`; `gleambrctl settings ignore --unset`.
+    """
+    with _errors(debug):
+        from gbr.core.errors import ConfigError
+        from gbr.core.settings import KEYS, load_settings, save_settings, with_value
+
+        db_path = db or _settings_db()
+        folder = db_path.parent
+        settings = load_settings(folder)
+        if key is not None and key not in KEYS:
+            raise ConfigError(f"unknown setting {key!r}; use one of {', '.join(KEYS)}")
+        if unset and (key is None or value is not None):
+            raise ConfigError("--unset takes a KEY and no value: `gleambrctl settings k --unset`")
+        if key is not None and (value is not None or unset):
+            settings = with_value(settings, key, None if unset else value)
+            save_settings(folder, settings)
+        shown = settings.as_dict()
+        if json_out:
+            data = {"file": str(folder / "settings.toml"), "settings": shown}
+            sys.stdout.write(json.dumps(data, indent=2) + "\n")
+            return
+        for name in [key] if key is not None else KEYS:
+            current = shown.get(name)
+            text = "(not set)" if current is None else json.dumps(current)
+            out.print(f"{name:<14} {escape(text)}")
+
+
+def _settings_db() -> Path:
+    """The index found from here upward, else the one this folder's package would get."""
+    from gbr.actors.pipeline import default_db
+    from gbr.core.errors import ConfigError
+
+    try:
+        return _find_db(None)
+    except ConfigError:
+        return default_db(_package_root(Path(".")))
 
 
 @app.command()
@@ -848,8 +982,8 @@ def serve(
         bool,
         typer.Option("--json-logs/--no-json-logs", help="Echo structlog JSON lines to stderr."),
     ] = True,
-    include_deps: IncludeDepsOption = False,
-    max_file_size: MaxFileSizeOption = "1MB",
+    include_deps: IncludeDepsOption = None,
+    max_file_size: MaxFileSizeOption = None,
     allow_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -879,6 +1013,7 @@ def serve(
         except ValueError as exc:
             raise ConfigError(f"GBR_FAULTS: {exc}") from None
         _telemetry(db_path, echo=json_logs)
+        deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
         config = DaemonConfig(
             root=root,
             db=db_path,
@@ -886,8 +1021,9 @@ def serve(
             port=port,
             token=token or None,
             debounce_ms=debounce_ms,
-            include_deps=include_deps,
-            max_bytes=_parse_size(max_file_size),
+            include_deps=deps,
+            max_bytes=max_bytes,
+            ignore=ignore,
             faults=faults,
         )
 
@@ -914,8 +1050,8 @@ def mcp(
     path: Annotated[Path, typer.Argument(help="The Gleam package to serve.")] = Path("."),
     db: DbOption = None,
     model_dir: ModelDirOption = None,
-    include_deps: IncludeDepsOption = False,
-    max_file_size: MaxFileSizeOption = "1MB",
+    include_deps: IncludeDepsOption = None,
+    max_file_size: MaxFileSizeOption = None,
     debug: DebugOption = False,
 ) -> None:
     """Serve search_code, ask_codebase, index_status and reindex to an MCP client over stdio.
@@ -932,7 +1068,8 @@ def mcp(
         root = _package_root(path)
         db_path = (db or default_db(root)).resolve()
         _telemetry(db_path)  # never echoed: stdout carries the protocol
-        settings = LocalSettings(root, db_path, include_deps, _parse_size(max_file_size))
+        deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
+        settings = LocalSettings(root, db_path, deps, max_bytes, ignore)
         local = LocalIndex(settings, lambda: _load_model(model_dir))
         run_stdio(IndexChooser(local, on_stale=_note_stale))
 

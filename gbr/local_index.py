@@ -72,6 +72,7 @@ class LocalSettings:
     db: Path
     include_deps: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
+    ignore: tuple[str, ...] = ()
 
 
 class LocalIndex:
@@ -168,7 +169,12 @@ class LocalIndex:
     def reindex(self, progress: ProgressCallback | None) -> dict[str, Any]:
         s = self.settings
         options = IndexOptions(
-            root=s.root, db=s.db, include_deps=s.include_deps, max_bytes=s.max_bytes, staged=True
+            root=s.root,
+            db=s.db,
+            include_deps=s.include_deps,
+            max_bytes=s.max_bytes,
+            ignore=s.ignore,
+            staged=True,
         )
         model = self.model
         with self._access.exclusive():

@@ -58,8 +58,18 @@ class IndexOptions:
     # processes keep the last complete index meanwhile (gbr.core.snapshot). Not for a
     # daemon: it holds the index, and the writer lock, for its whole life.
     staged: bool = False
+    ignore: tuple[str, ...] = ()  # more patterns to skip (.gitignore syntax, from the root)
     lock_wait: float = LOCK_WAIT  # seconds to wait for an index another process holds
     stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
+
+    def walk_options(self) -> WalkOptions:
+        """What decides which files are walked: one place, for the run and its no-change check."""
+        return WalkOptions(
+            include_deps=self.include_deps,
+            max_bytes=self.max_bytes,
+            follow_outside_links=self.follow_outside_links,
+            ignore=self.ignore,
+        )
 
 
 def run_index(
@@ -202,12 +212,7 @@ def _run_pipeline(
                 supervisor,
                 "walker",
                 root=root,
-                options=WalkOptions(
-                    include_deps=options.include_deps,
-                    max_bytes=options.max_bytes,
-                    only=only,
-                    follow_outside_links=options.follow_outside_links,
-                ),
+                options=replace(options.walk_options(), only=only),
                 states=states,
                 parsers=parsers,
                 writer=writer,
@@ -280,7 +285,7 @@ def _run_staged(
     root = package_root(options.root)
     with WriterLock(options.db):
         if options.only is None:
-            walk = WalkOptions(include_deps=options.include_deps, max_bytes=options.max_bytes)
+            walk = options.walk_options()
             want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
             same = unchanged_summary(options.db, root, walk, want)
             if same is not None:

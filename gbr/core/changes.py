@@ -3,8 +3,8 @@
 A watcher reports every change under the package root, including the DuckDB file and the
 events log the daemon itself writes under `.gbr/`. This module keeps what matters: `.gleam`
 files (re-walked alone), folders that appeared or vanished (re-walked as a whole), and the
-two files that change the fate of every other one, `.gitignore` and `gleam.toml`, which
-ask for a full pass. The walker still has the last word on each path (ignores, `build/`),
+files that change the fate of every other one, `.gitignore`, `.gbrignore` and `gleam.toml`,
+which ask for a full pass. The walker still has the last word on each path (ignores, `build/`),
 so this filter only has to be cheap and never drop a change that matters.
 """
 
@@ -21,7 +21,7 @@ ChangeKind = Literal["added", "modified", "deleted"]
 
 # Folders whose contents never hold modules: the index itself, VCS data, tool caches.
 # A change to one of these can change which files are indexed, or their module names.
-FULL_PASS_NAMES = frozenset({".gitignore", "gleam.toml"})
+FULL_PASS_NAMES = frozenset({".gitignore", ".gbrignore", "gleam.toml"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,9 @@ class WalkOptions:
     only: frozenset[str] | None = None
     # Follow symlinks (to files or folders) that resolve outside the walked folder.
     follow_outside_links: bool = False
+    # More patterns to skip, in .gitignore syntax, relative to the walk root (the package's
+    # `ignore` setting).
+    ignore: tuple[str, ...] = ()
 
 
 class Scope:
@@ -98,8 +101,9 @@ def walk(root: Path, options: WalkOptions = WalkOptions()) -> Iterator[FoundFile
     """Every `.gleam` file under root in a stable order, or a problem for what can't be walked."""
     root = root.resolve()
     scope = Scope(options.only) if options.only is not None else None
+    specs = [(root, pathspec.GitIgnoreSpec.from_lines(options.ignore))] if options.ignore else []
     yield from _walk_dir(
-        root, root, [], _package_at(root) or _Package(root, root.name), options, set(), scope
+        root, root, specs, _package_at(root) or _Package(root, root.name), options, set(), scope
     )
 
 
@@ -137,15 +141,26 @@ def _module_of(file: Path, package: _Package) -> str:
     return "/".join(parts).removesuffix(".gleam")
 
 
+# `.gbrignore` takes `.gitignore` syntax for what gbr alone should skip (generated code,
+# vendored examples); read after `.gitignore`, so its patterns win in the same folder.
+IGNORE_FILES = (".gitignore", ".gbrignore")
+
+
 def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
-    ignore = folder / ".gitignore"
-    if not _is_file(ignore):
+    lines: list[str] = []
+    for name in IGNORE_FILES:
+        ignore = folder / name
+        if not _is_file(ignore):
+            continue
+        try:
+            lines += ignore.read_text("utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+    if not lines:
         return None
     try:
-        return pathspec.GitIgnoreSpec.from_lines(
-            ignore.read_text("utf-8", errors="replace").splitlines()
-        )
-    except (OSError, ValueError):
+        return pathspec.GitIgnoreSpec.from_lines(lines)
+    except ValueError:
         return None
 
 

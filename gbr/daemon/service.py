@@ -69,6 +69,7 @@ class DaemonConfig:
     debounce_ms: int = 200
     include_deps: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
+    ignore: tuple[str, ...] = ()  # the package's `ignore` setting
     faults: FaultPlan | None = None  # crash drills (GBR_FAULTS), never set in normal use
 
 
@@ -205,7 +206,7 @@ class Daemon:
             return
         try:
             if changes.full:
-                self.indexer.tell(IndexEverything(".gitignore or gleam.toml changed"))
+                self.indexer.tell(IndexEverything("an ignore file or gleam.toml changed"))
             else:
                 self.indexer.tell(IndexChanges(changes.paths, seen_at))
         except SupervisionError as exc:
@@ -230,6 +231,7 @@ class Daemon:
             db=self.config.db,
             include_deps=self.config.include_deps,
             max_bytes=self.config.max_bytes,
+            ignore=self.config.ignore,
             faults=self.config.faults,
             only=only,
             cancel=self._cancel,

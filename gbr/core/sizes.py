@@ -1,0 +1,19 @@
+"""Sizes as people write them (500k, 2MB, 1000000), for --max-file-size and its setting."""
+
+from __future__ import annotations
+
+_UNITS = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
+
+
+def parse_size(text: str) -> int:
+    """Bytes in `text`; ValueError (saying the expected form) when it is not a size."""
+    raw = text.strip().lower()
+    number = raw.rstrip("kmb")
+    unit = raw[len(number) :]
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise ValueError("a size like 500k, 2MB or 1000000") from None
+    if value <= 0:
+        raise ValueError("a positive size like 500k, 2MB or 1000000")
+    return int(value)
