@@ -70,10 +70,12 @@ ModelDirOption = Annotated[
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
 TestsOption = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--tests",
-        help="Test and example code: include, demote (below library code) or exclude.",
+        help="Test and example code: include, demote (below library code) or exclude "
+        "[default: the package's setting, else demote].",
+        show_default=False,
     ),
 ]
 ProviderOption = Annotated[
@@ -465,7 +467,7 @@ def search(
         list[str] | None,
         typer.Option("--kind", help="Only these kinds (function, type, type_alias, ...)."),
     ] = None,
-    tests: TestsOption = "demote",
+    tests: TestsOption = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     vimgrep: Annotated[
@@ -495,14 +497,15 @@ def search(
             raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
         if json_out and vimgrep:
             raise ConfigError("--json and --vimgrep are two output formats; pass one")
-        where = Filter(
-            path=in_path, module=module, kinds=tuple(kind or ()), tests=parse_test_policy(tests)
-        )
+        if tests is not None:
+            parse_test_policy(tests)  # a bad value is bad usage, before any index is looked for
         _check_query_length(query)
         db_path = command.db = _find_db(db)
         settings = _package_settings(db_path)
         k = k or settings.k or 10
         mode = mode or settings.mode or "hybrid"
+        policy = parse_test_policy(tests or settings.tests or "demote")
+        where = Filter(path=in_path, module=module, kinds=tuple(kind or ()), tests=policy)
         client = _daemon_client(db_path)
         if client is not None:
             body = {
@@ -659,7 +662,7 @@ def ask(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
     ] = False,
-    tests: TestsOption = "demote",
+    tests: TestsOption = None,
     timeout: Annotated[
         float | None,
         typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
@@ -675,15 +678,13 @@ def ask(
         from gbr.core.priors import parse_test_policy
         from gbr.local_index import LocalIndex, LocalSettings
 
-        options = AskOptions(
-            max_chunks=k,
-            budget=budget,
-            rerank=rerank,
-            hyde=hyde,
-            dry_run=dry_run,
-            tests=parse_test_policy(tests),
-        )
+        if tests is not None:
+            parse_test_policy(tests)
         db_path = command.db = _find_db(db)
+        policy = parse_test_policy(tests or _package_settings(db_path).tests or "demote")
+        options = AskOptions(
+            max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=policy
+        )
         client = _daemon_client(db_path)
         if client is not None:
             from gbr.daemon.client import ask_body

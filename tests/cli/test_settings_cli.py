@@ -141,3 +141,16 @@ def test_a_package_without_gleam_files_is_warned_about(tmp_path: Path) -> None:
     result = gbr("index", ".", cwd=empty)
     assert result.returncode == 0, result.stderr
     assert "warning: no .gleam files under " in result.stderr
+
+
+def test_the_tests_setting_applies_to_search_and_a_flag_wins(package: Path) -> None:
+    write_tree(package, {"test/calc_test.gleam": "pub fn add_two_numbers_test() {\n  todo\n}\n"})
+    summary(gbr("index", ".", "--json", cwd=package))
+    query = ("add two numbers test", "--json", "-k", "5", "--mode", "bm25")
+    default = summary(gbr("search", *query, cwd=package))["results"]
+    assert any(hit["path"].startswith("test/") for hit in default)
+    assert gbr("settings", "tests", "exclude", cwd=package).returncode == 0
+    excluded = summary(gbr("search", *query, cwd=package))["results"]
+    assert excluded and not any(hit["path"].startswith("test/") for hit in excluded)
+    flag = summary(gbr("search", *query, "--tests", "include", cwd=package))["results"]
+    assert any(hit["path"].startswith("test/") for hit in flag)
