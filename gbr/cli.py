@@ -10,7 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -188,12 +188,12 @@ def _warn(message: str) -> None:
     err.print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
-def _telemetry(db: Path, echo: bool = False) -> None:
+def _telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
     """Events beside the index when that is a plain file in a writable folder; when the
     folder or file cannot take them, one warning, and the command goes on without them."""
     from gbr.core import telemetry
 
-    telemetry.configure(telemetry.events_beside(db), echo=echo, warn=_warn)
+    telemetry.configure(telemetry.events_beside(db), echo=echo, human=human, warn=_warn)
 
 
 def _load_model(model_dir: Path | None) -> OnnxEmbedder:
@@ -963,7 +963,15 @@ def serve(
         str,
         typer.Option("--host", help="Interface to listen on; other than loopback needs --token."),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one (printed).")] = 7717,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            help="Port; 0 picks a free one (printed). [default: 7717, or a free one (printed) "
+            "when 7717 is taken]",
+            show_default=False,
+        ),
+    ] = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -980,9 +988,14 @@ def serve(
         typer.Option("--debounce-ms", min=0, help="Longest wait to group file changes."),
     ] = 200,
     json_logs: Annotated[
-        bool,
-        typer.Option("--json-logs/--no-json-logs", help="Echo structlog JSON lines to stderr."),
-    ] = True,
+        bool | None,
+        typer.Option(
+            "--json-logs/--no-json-logs",
+            help="Log to stderr as JSON lines, or as readable lines. [default: readable on a "
+            "terminal, JSON otherwise]",
+            show_default=False,
+        ),
+    ] = None,
     include_deps: IncludeDepsOption = None,
     max_file_size: MaxFileSizeOption = None,
     allow_host: Annotated[
@@ -1004,6 +1017,7 @@ def serve(
         from gbr.actors.faults import parse_faults
         from gbr.actors.pipeline import default_db
         from gbr.core.errors import ConfigError
+        from gbr.daemon.server import DEFAULT_PORT
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
 
@@ -1013,13 +1027,14 @@ def serve(
             faults = parse_faults(os.environ.get("GBR_FAULTS"))
         except ValueError as exc:
             raise ConfigError(f"GBR_FAULTS: {exc}") from None
-        _telemetry(db_path, echo=json_logs)
+        human = not json_logs if json_logs is not None else _is_terminal(sys.stderr)
+        _telemetry(db_path, echo=True, human=human)
         deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
         config = DaemonConfig(
             root=root,
             db=db_path,
             host=host,
-            port=port,
+            port=port if port is not None else DEFAULT_PORT,
             token=token or None,
             debounce_ms=debounce_ms,
             include_deps=deps,
@@ -1029,11 +1044,15 @@ def serve(
         )
 
         def announce(info: DaemonInfo) -> None:
-            out.print(f"serving {escape(info.db)} at {info.url} (pid {info.pid}); Ctrl-C stops it")
-            sys.stdout.flush()
+            with suppress(OSError):  # a pipe whose reader is gone: serve anyway
+                out.print(
+                    f"serving {escape(info.db)} at {info.url} (pid {info.pid}); Ctrl-C stops it"
+                )
+                sys.stdout.flush()
 
         def note(message: str) -> None:
-            err.print(f"[dim]note: {escape(message)}[/dim]")
+            with suppress(OSError):
+                err.print(f"[dim]note: {escape(message)}[/dim]")
 
         code = run_daemon(
             config,
@@ -1042,8 +1061,29 @@ def serve(
             note,
             allow_hosts=allow_host or (),
             max_body_bytes=_parse_size(max_body, "--max-body"),
+            any_port_if_busy=port is None,
         )
+        _quiet_dead_stdout()
         raise typer.Exit(code)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _quiet_dead_stdout() -> None:
+    """Point stdout at /dev/null if its reader is gone (`serve | tee` after Ctrl-C), so that
+    the flush at exit does not print a BrokenPipeError or turn the exit code into 120."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        with suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
 
 
 @app.command()

@@ -1,17 +1,26 @@
-"""Structured events (structlog, one JSON object per line) for what a run did and suffered.
+"""Structured events (structlog) for what a run did and suffered.
 
 Events are a record, never a reason to fail: a folder that cannot hold them, a file that
 cannot be opened or a disk that fills up mid-run costs one warning line on stderr, and the
 run goes on without them.
+
+The events file gets one JSON object per line. The echo on stderr is JSON lines too, or one
+readable line per event for a person at a terminal (`human`). stderr is written with a
+bounded wait and never raises: a pipe whose reader died (`serve | tee` after Ctrl-C) is
+dropped at its first EPIPE, and a reader that stopped reading cannot hold up a shutdown.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import json
+import os
+import select
 import stat
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,35 +28,126 @@ from typing import Any, TextIO
 import structlog
 
 EVENTS_FILE = "events.jsonl"
+STALL_SECONDS = 1.0  # longest wait for stderr's reader to make room, once; then no waiting
+_CHUNK = 512  # bytes per write: at most PIPE_BUF, so a write select() allowed cannot block
 Warn = Callable[[str], None]
 
 
 def _stderr_line(message: str) -> None:
-    sys.stderr.write(f"warning: {message}\n")
-    sys.stderr.flush()
+    _state.stderr.write_line(f"warning: {message}")
 
 
-class _JsonLinesSink:
-    """Writes each rendered event to this process's events file and, when asked, to stderr."""
+class StderrTarget:
+    """Lines to a file descriptor that may be a dead pipe or a reader that stopped reading.
 
-    def __init__(self, echo: bool, warn: Warn) -> None:
+    A write error (EPIPE once `tee` is gone, EBADF once the descriptor was closed) stops all
+    further writes, and nothing is raised. A reader that makes no room within STALL_SECONDS
+    costs that wait once: from then on a line goes only if there is room at once, and is
+    dropped otherwise (the events file keeps every event).
+    """
+
+    def __init__(self, fd: int | None, stall_seconds: float = STALL_SECONDS) -> None:
+        self._fd = fd
+        self._wait = stall_seconds
+
+    @classmethod
+    def for_stderr(cls) -> StderrTarget:
+        try:
+            return cls(sys.stderr.fileno())
+        except (AttributeError, OSError, ValueError):  # no stderr, or a test's captured one
+            return _StreamTarget(None)
+
+    @property
+    def alive(self) -> bool:
+        return self._fd is not None
+
+    def write_line(self, line: str) -> None:
+        if self._fd is None:
+            return
+        data = (line + "\n").encode("utf-8", "replace")
+        deadline = time.monotonic() + self._wait
+        try:
+            while data:
+                room = select.select([], [self._fd], [], max(0.0, deadline - time.monotonic()))[1]
+                if not room:
+                    self._wait = 0.0  # stalled: never wait again
+                    return
+                data = data[os.write(self._fd, data[:_CHUNK]) :]
+        except (OSError, ValueError):
+            self._fd = None
+
+
+class _StreamTarget(StderrTarget):
+    """sys.stderr as a stream, when it has no descriptor (pytest's capture): errors drop it."""
+
+    def __init__(self, fd: int | None) -> None:
+        super().__init__(fd)
+        self._dead = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._dead
+
+    def write_line(self, line: str) -> None:
+        if self._dead:
+            return
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (AttributeError, OSError, ValueError):
+            self._dead = True
+
+
+def render_json(event: dict[str, Any]) -> str:
+    return json.dumps(event, sort_keys=True, default=repr)
+
+
+def render_human(event: dict[str, Any]) -> str:
+    """`05:30:12 info    daemon_started pid=4242 url=http://127.0.0.1:7717`, for a terminal.
+
+    Values with spaces or quotes are quoted; a traceback goes on the lines after, indented.
+    """
+    fields = dict(event)
+    stamp = str(fields.pop("timestamp", ""))[11:19]
+    level = str(fields.pop("level", "info"))
+    name = str(fields.pop("event", ""))
+    trace = fields.pop("traceback", None)
+    parts = [f"{key}={_human_value(value)}" for key, value in sorted(fields.items())]
+    line = " ".join(p for p in (stamp, f"{level:<7}", name, *parts) if p)
+    if trace:
+        line += "\n" + "\n".join("    " + t for t in str(trace).rstrip().splitlines())
+    return line
+
+
+def _human_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=repr)
+    if not text or any(c.isspace() or c in "\"'=" for c in text):
+        return json.dumps(text)
+    return text
+
+
+class _Sink:
+    """Writes each event to this process's events file and, when asked, to stderr."""
+
+    def __init__(self, echo: bool, human: bool, warn: Warn) -> None:
         self._echo = echo
+        self._human = human
         self._warn = warn
 
-    def msg(self, message: str) -> None:
+    def msg(self, **event: Any) -> None:
         with _state.lock:
             handle = _state.handle
+            line = render_json(event)
             if handle is not None:
                 try:
-                    handle.write(message + "\n")
+                    handle.write(line + "\n")
                     handle.flush()
                 except OSError as exc:  # a full disk, a file made unwritable mid-run
                     _state.handle = None
                     _close_quietly(handle)
                     self._warn(_cannot_write(Path(handle.name), exc))
             if self._echo:
-                sys.stderr.write(message + "\n")
-                sys.stderr.flush()
+                _state.stderr.write_line(render_human(event) if self._human else line)
 
     debug = info = warning = error = critical = exception = log = msg
 
@@ -56,9 +156,10 @@ class _State:
     """What this process configured: events are set up once, and their file is closed."""
 
     def __init__(self) -> None:
-        self.key: tuple[Path | None, bool] | None = None
+        self.key: tuple[Path | None, bool, bool] | None = None
         self.handle: TextIO | None = None
         self.lock = threading.RLock()  # a warning may log
+        self.stderr: StderrTarget = _StreamTarget(None)
 
 
 _state = _State()
@@ -78,9 +179,13 @@ def events_beside(db: Path) -> Path | None:
 
 
 def configure(
-    events_path: Path | None = None, echo: bool = False, warn: Warn | None = None
+    events_path: Path | None = None,
+    echo: bool = False,
+    warn: Warn | None = None,
+    human: bool = False,
 ) -> None:
-    """Send events to `events_path` (appending) and, with echo, to stderr as JSON lines.
+    """Send events to `events_path` (appending) and, with echo, to stderr: JSON lines, or
+    readable lines with `human`.
 
     Done once per process: calling again with the same settings changes nothing, and other
     settings close the file opened before. When the file cannot be used, `warn` (by
@@ -88,20 +193,20 @@ def configure(
     """
     warn = warn or _stderr_line
     with _state.lock:
-        key = (events_path, echo)
+        key = (events_path, echo, human)
         if _state.key == key:
             return
+        _state.stderr = StderrTarget.for_stderr()
         _close_quietly(_state.handle)
         _state.handle = None
         if events_path is not None:
             _state.handle = _open_events(events_path, warn)
         _state.key = key
-        sink = _JsonLinesSink(echo, warn)
+        sink = _Sink(echo, human, warn)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(sort_keys=True),
         ],
         logger_factory=lambda *args: sink,
         cache_logger_on_first_use=False,

@@ -5,12 +5,20 @@ event, and the shutdown then goes in a fixed order. The discovery file goes firs
 clients stop coming), then the HTTP server (requests in flight finish, up to a grace
 period), then the watcher and the actors (a running pass stops early, keeping what it
 wrote), then a final checkpoint folds the WAL into the DuckDB file, and the lock goes last.
+
+A stop is bounded: each step runs even if the one before failed, logging never raises (a
+dead stderr, see telemetry.py), and if the clean stop has not finished STOP_SECONDS after it
+began, or a second signal comes, the process removes its discovery file and exits at once.
+The discovery file also goes at interpreter exit (atexit); only a SIGKILL leaves it, and the
+next client finds it stale (discovery.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -46,6 +54,8 @@ STARTUP_SECONDS = 30
 # How many connections asyncio's accept loop takes per wake-up. uvicorn's default of 2048 is
 # also how many times that loop logs (and retries) one failed accept: see overload.py.
 ACCEPT_BATCH = 128
+STOP_SECONDS = GRACE_SECONDS + 15  # a clean stop that takes longer is cut short
+DEFAULT_PORT = 7717
 
 
 def check_config(config: DaemonConfig) -> None:
@@ -67,22 +77,39 @@ def refuse_second_daemon(db: Path, note: Callable[[str], None]) -> None:
         raise DaemonError(already_serving(db, info.pid, f"port {info.port}"))
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, on_busy: Callable[[str], None] | None = None) -> socket.socket:
+    """Listen on host:port. When the port is taken and `on_busy` is given (the user left
+    the port to us: clients find it in daemon.json anyway), listen on a free one and tell
+    `on_busy` in one line; otherwise a taken port is a ConfigError."""
+    try:
+        return _listen(host, port)
+    except OSError as exc:
+        if on_busy is not None and exc.errno == errno.EADDRINUSE:
+            sock = _listen(host, 0)
+            on_busy(
+                f"port {port} is in use; listening on port {sock.getsockname()[1]} instead "
+                "(clients find it through .gbr/daemon.json; --port fixes one)"
+            )
+            return sock
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port, "
+            "or 0 for a free one"
+        ) from None
+
+
+def _listen(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY on accepted connections only when
     # the listening socket says TCP, and without it every keep-alive reply waited ~40 ms
     # for a delayed ACK (Nagle: the body held back behind the headers).
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
-    except OSError as exc:
+        sock.listen(128)
+    except OSError:
         sock.close()
-        raise ConfigError(
-            f"cannot listen on {host}:{port} ({exc.strerror or exc}); pick another --port, "
-            "or 0 for a free one"
-        ) from None
-    sock.listen(128)
+        raise
     sock.set_inheritable(False)
     return sock
 
@@ -137,19 +164,23 @@ def serve(
     note: Callable[[str], None],
     allow_hosts: Iterable[str] = (),
     max_body_bytes: int | None = None,
+    any_port_if_busy: bool = False,
 ) -> int:
     """Run the daemon until SIGINT or SIGTERM; returns the exit code (0 on a clean stop).
 
     `allow_hosts` are the `Host` names it answers to besides loopback and its own (for a
-    proxy; `*` is any); `max_body_bytes` caps a request body (see gate.py)."""
+    proxy; `*` is any); `max_body_bytes` caps a request body (see gate.py);
+    `any_port_if_busy`: the port is the default, not the user's choice, so a taken one is
+    replaced by a free one (with a note) rather than refused."""
     check_config(config)
     policy = HttpPolicy.for_bind(config.host, allow_hosts, max_body_bytes)
     db = config.db.resolve()
     refuse_second_daemon(db, note)
     lock = DaemonLock(db)
     lock.acquire()
-    stop = threading.Event()
-    previous = _trap_signals(stop)
+    stopper = _Stopper(db)
+    stop = stopper.requested
+    previous = _trap_signals(stopper)
     # Each search's cosine product is small; extra BLAS threads only spin after it, on the
     # cores an index batch needs. bench/daemon_load.py at 10k chunks, one client polling:
     # a save took 1.85 s to become searchable with them and 1.30 s without.
@@ -161,7 +192,7 @@ def serve(
     try:
         daemon = Daemon(config, load_model())
         daemon.open()
-        sock = bind(config.host, config.port)
+        sock = bind(config.host, config.port, note if any_port_if_busy else None)
         port = sock.getsockname()[1]
         daemon.port = port
         _route_uvicorn_logs()
@@ -192,7 +223,7 @@ def serve(
             started_at=daemon.started_at,
             token_required=bool(config.token),
         )
-        write_discovery(info)
+        stopper.publish(info)
         daemon.start_watching()
         log().info("daemon_started", url=info.url, pid=info.pid, db=info.db, root=info.root)
         announce(info)
@@ -202,20 +233,71 @@ def serve(
                 return 1
         return 0
     finally:
+        watchdog = stopper.arm(STOP_SECONDS)
         log().info("daemon_stopping")
-        if info is not None:
-            remove_discovery(db, pid=info.pid)
-        if daemon is not None:
-            daemon.begin_shutdown()
-        if server is not None:
-            server.should_exit = True
-        if thread is not None:
-            thread.join(GRACE_SECONDS + 5)
-        if daemon is not None:
-            daemon.close()
-        lock.release()
-        _restore_signals(previous)
+        _run_steps(
+            ("remove_discovery", stopper.forget),
+            ("begin_shutdown", daemon.begin_shutdown if daemon is not None else None),
+            ("stop_http", (lambda: setattr(server, "should_exit", True)) if server else None),
+            ("join_http", (lambda: thread.join(GRACE_SECONDS + 5)) if thread else None),
+            ("close_daemon", daemon.close if daemon is not None else None),
+            ("release_lock", lock.release),
+            ("restore_signals", lambda: _restore_signals(previous)),
+        )
+        watchdog.cancel()
         log().info("daemon_stopped")
+
+
+def _run_steps(*steps: tuple[str, Callable[[], object] | None]) -> None:
+    """Run every step of a stop, in order, even after one failed (the failure is logged)."""
+    for name, step in steps:
+        if step is None:
+            continue
+        try:
+            step()
+        except Exception as exc:
+            log().error("stop_step_failed", step=name, error=f"{type(exc).__name__}: {exc}")
+
+
+class _Stopper:
+    """How the daemon stops: the event the main thread waits on, the discovery file it must
+    not leave behind, and the way out when a clean stop does not come."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.requested = threading.Event()
+        self._published: int | None = None  # the pid in the discovery file we wrote
+
+    def publish(self, info: DaemonInfo) -> None:
+        write_discovery(info)
+        self._published = info.pid
+        atexit.register(self.forget)  # an exit that skips the finally still removes it
+
+    def forget(self) -> None:
+        pid, self._published = self._published, None
+        if pid is not None:
+            remove_discovery(self.db, pid=pid)
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.requested.is_set():  # a second Ctrl-C or TERM: stop waiting for a clean stop
+            self.force(128 + signum, f"second {name}")
+        log().info("signal_received", signal=name)
+        self.requested.set()
+
+    def arm(self, seconds: float) -> threading.Timer:
+        """Force the exit if the clean stop is still going after `seconds`."""
+        timer = threading.Timer(seconds, self.force, args=(1, f"still stopping after {seconds} s"))
+        timer.daemon = True
+        timer.start()
+        return timer
+
+    def force(self, code: int, why: str) -> None:
+        """Exit now: the discovery file goes, the kernel drops the lock and the port."""
+        log().warning("stop_forced", reason=why, exit_code=code)
+        with contextlib.suppress(Exception):
+            self.forget()
+        os._exit(code)
 
 
 def _wait_started(server: _Server, thread: threading.Thread) -> None:
@@ -231,16 +313,10 @@ def _wait_started(server: _Server, thread: threading.Thread) -> None:
 SignalHandler = Callable[[int, FrameType | None], object] | int | None
 
 
-def _trap_signals(stop: threading.Event) -> dict[int, SignalHandler]:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for a clean shutdown
-        log().info("signal_received", signal=signal.Signals(signum).name)
-        stop.set()
-
+def _trap_signals(stopper: _Stopper) -> dict[int, SignalHandler]:
     previous: dict[int, SignalHandler] = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
+        previous[sig] = signal.signal(sig, stopper.on_signal)
     return previous
 
 
