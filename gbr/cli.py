@@ -1044,14 +1044,14 @@ def serve(
         )
 
         def announce(info: DaemonInfo) -> None:
-            with suppress(OSError):  # a pipe whose reader is gone: serve anyway
+            with suppress(*_DEAD_STREAM):  # a pipe whose reader is gone: serve anyway
                 out.print(
                     f"serving {escape(info.db)} at {info.url} (pid {info.pid}); Ctrl-C stops it"
                 )
                 sys.stdout.flush()
 
         def note(message: str) -> None:
-            with suppress(OSError):
+            with suppress(*_DEAD_STREAM):
                 err.print(f"[dim]note: {escape(message)}[/dim]")
 
         code = run_daemon(
@@ -1067,6 +1067,11 @@ def serve(
         raise typer.Exit(code)
 
 
+# What writing to a gone stdout or stderr raises: EPIPE/EBADF, a closed file, or no stream
+# at all (Python sets sys.stdout to None when descriptor 1 was closed at start).
+_DEAD_STREAM = (OSError, ValueError, AttributeError)
+
+
 def _is_terminal(stream: Any) -> bool:
     try:
         return bool(stream.isatty())
@@ -1077,10 +1082,12 @@ def _is_terminal(stream: Any) -> bool:
 def _quiet_dead_stdout() -> None:
     """Point stdout at /dev/null if its reader is gone (`serve | tee` after Ctrl-C), so that
     the flush at exit does not print a BrokenPipeError or turn the exit code into 120."""
+    if sys.stdout is None:  # descriptor 1 was closed at start: nothing to flush
+        return
     try:
         sys.stdout.flush()
     except (OSError, ValueError):
-        with suppress(OSError):
+        with suppress(*_DEAD_STREAM):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             os.close(devnull)

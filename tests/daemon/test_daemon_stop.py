@@ -69,12 +69,22 @@ class Serve:
     """One `gleambrctl serve ROOT ARGS` with stdout and stderr on descriptors we give it."""
 
     def __init__(
-        self, root: Path, *args: str, env: dict[str, str], stdout: int, stderr: int
+        self,
+        root: Path,
+        *args: str,
+        env: dict[str, str],
+        stdout: int,
+        stderr: int,
+        closed: bool = False,
     ) -> None:
         self.root = root
         self.db = root / ".gbr" / "index.duckdb"
         self.proc = subprocess.Popen(
-            [CTL, "serve", str(root), *args], stdout=stdout, stderr=stderr, env=env
+            [CTL, "serve", str(root), *args],
+            stdout=stdout,
+            stderr=stderr,
+            env=env,
+            preexec_fn=_close_stdout_and_stderr if closed else None,  # `serve >&- 2>&-`
         )
 
     def published(self, output: Drain | None = None) -> DaemonInfo:
@@ -98,6 +108,11 @@ class Serve:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"serve still running {STOP_SECONDS} s after {sig!r}") from None
         return time.monotonic() - started
+
+
+def _close_stdout_and_stderr() -> None:
+    os.close(1)
+    os.close(2)
 
 
 def port_answers(port: int) -> bool:
@@ -141,6 +156,33 @@ def test_serve_into_a_dead_tee_stops_on_a_signal_and_leaves_nothing(
     assert names[-1] == "daemon_stopped"  # the events file kept what stderr could not take
     assert "checkpoint_written" in names or "checkpoint_at_close" in names
     assert "stop_forced" not in names  # a clean stop, not the cut-off
+
+
+def test_serve_with_stdout_and_stderr_closed_serves_and_stops_on_ctrl_c(
+    tmp_path: Path, daemons: list[Serve]
+) -> None:
+    root = copy_small(tmp_path / "small")
+    env = clean_env(tmp_path / "home")
+    daemon = Serve(
+        root,
+        "--port",
+        "0",
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        closed=True,
+    )
+    daemons.append(daemon)
+    info = daemon.published()
+    assert port_answers(info.port)
+
+    seconds = daemon.stop(signal.SIGINT)
+    print(f"\nSIGINT with stdout and stderr closed: stopped in {seconds:.2f} s")
+
+    assert daemon.proc.returncode == 0
+    assert not (root / ".gbr" / "daemon.json").exists()
+    assert not lock_held(daemon.db)
+    assert not port_answers(info.port)
 
 
 def test_two_packages_without_port_both_serve_when_the_default_port_is_taken(
