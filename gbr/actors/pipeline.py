@@ -25,7 +25,7 @@ from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.paths import check_root, default_db, package_root
 from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
-from gbr.core.store import FileState, Store
+from gbr.core.store import FileState, Store, refuse_odd_file
 from gbr.core.store_lock import LOCK_WAIT, open_when_free
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
@@ -283,6 +283,7 @@ def _run_staged(
     gave up, still commits the files it finished, as a run in place would have kept them.
     """
     root = package_root(options.root)
+    refuse_odd_file(options.db)  # never lock, copy or rename over /dev/null and the like
     with WriterLock(options.db):
         if options.only is None:
             walk = options.walk_options()

@@ -99,8 +99,8 @@ def load_settings(index_dir: Path) -> Settings:
     path = settings_path(index_dir)
     try:
         raw = tomllib.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        return Settings()
+    except (FileNotFoundError, NotADirectoryError):
+        return Settings()  # none yet, or no folder there at all (the caller says why if it must)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}; fix or delete the file") from exc
     return _from_mapping(raw, str(path))

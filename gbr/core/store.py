@@ -107,10 +107,7 @@ class Store:
     @classmethod
     def open(cls, path: str | Path, *, read_only: bool = False) -> Store:
         path = Path(path)
-        if path.exists() and not path.is_file():
-            raise StoreError(
-                f"{path} is not a regular file; pass --db with the path of an index file"
-            )
+        refuse_odd_file(path)
         if read_only and not path.is_file():
             raise StoreError(f"no index at {path}; run `gleambrctl index` first")
         if not read_only:
@@ -849,8 +846,16 @@ def _chunks_table(items: Sequence[StoredChunk]) -> pa.Table:
     return pa.table(arrays)
 
 
+def refuse_odd_file(db: Path) -> None:
+    """An index is a regular file: `--db /dev/null` (or a folder, a FIFO) is refused before
+    anything is written beside it, copied from it or renamed over it."""
+    if db.exists() and not db.is_file():
+        raise StoreError(f"{db} is not a regular file; pass --db with the path of an index file")
+
+
 def prepare_folder(db: Path) -> None:
     """Create the index's folder, or say in one line why it cannot be and what to do."""
+    refuse_odd_file(db)
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -8,6 +8,7 @@ PermissionError/FileNotFoundError traceback from gbr/core/telemetry.py, and
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,9 @@ def test_db_dev_null_is_refused_and_creates_nothing_beside_it(tmp_path: Path) ->
         if not existed and beside.exists():
             beside.unlink()  # made by the code under test (before the fix)
     assert not created, "index --db /dev/null created /dev/events.jsonl"
+    # Nothing was locked, copied, set aside or renamed over the device.
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert not list(Path("/dev").glob("null.*"))
     line = one_error_line(done)
     assert "/dev/null is not a regular file" in line and "--db" in line
     assert not _warnings(done.stderr)  # the error says it all
