@@ -32,7 +32,7 @@ import duckdb
 
 from gbr.core.errors import IndexBusyError, StoreError
 from gbr.core.records import FileProblem, IndexSummary
-from gbr.core.store import SCHEMA_VERSION, Store
+from gbr.core.store import SCHEMA_VERSION, Store, write_error
 from gbr.core.walker import WalkOptions, read_file, walk
 
 READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
@@ -94,8 +94,11 @@ class WriterLock:
     def acquire(self) -> None:
         """Take the lock at once, or raise IndexBusyError naming the holder."""
         path = lock_path(self.db)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # a read-only or immutable folder: one line, with the fix
+            raise write_error(self.db, exc) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -181,10 +184,14 @@ class StagedIndex:
     def begin(self) -> Path:
         """Start from a copy of the index (and its WAL, if a crashed writer left one)."""
         self.discard()  # a run killed before its commit left these behind
-        if self.db.is_file():
-            _copy(self.db, self.path)
-            if _wal(self.db).is_file():
-                _copy(_wal(self.db), _wal(self.path))
+        try:
+            if self.db.is_file():
+                _copy(self.db, self.path)
+                if _wal(self.db).is_file():
+                    _copy(_wal(self.db), _wal(self.path))
+        except OSError as exc:
+            self.discard()
+            raise write_error(self.db, exc) from exc
         return self.path
 
     def commit(self, summary: IndexSummary | None) -> None:
@@ -236,6 +243,7 @@ def unchanged_summary(
             return None
         states = store.file_states()
         failed = {f["path"]: f for f in store.failed_files()}
+        partial = {f["path"]: f for f in store.failed_files("partial")}
     seen: set[str] = set()
     for item in walk(root, options):
         if isinstance(item, FileProblem):
@@ -253,12 +261,19 @@ def unchanged_summary(
         FileProblem(path, failed[path]["error"] or "", failed[path]["error_kind"] or "")
         for path in sorted(seen & set(failed))
     ]
+    # An unchanged partial file is still partial (`--strict` must keep failing on it).
+    partly = [
+        FileProblem(path, partial[path]["error"] or "", partial[path]["error_kind"] or "")
+        for path in sorted(seen & set(partial))
+    ]
     return IndexSummary(
         root=str(root),
         db=str(db),
         files_seen=len(seen),
         files_unchanged=len(seen) - len(dropped),
         files_dropped=len(dropped),
+        files_partial=len(partly),
         seconds=time.monotonic() - started,
         dropped=dropped,
+        partial=partly,
     )
