@@ -967,8 +967,8 @@ def serve(
         int | None,
         typer.Option(
             "--port",
-            help="Port; 0 picks a free one (printed). [default: 7717, or a free one (printed) "
-            "when 7717 is taken]",
+            help="Port; 0 picks a free one (printed). [default: GBR_PORT or 7717, or a free "
+            "one (printed) when that is taken]",
             show_default=False,
         ),
     ] = None,
@@ -1034,7 +1034,7 @@ def serve(
             root=root,
             db=db_path,
             host=host,
-            port=port if port is not None else DEFAULT_PORT,
+            port=port if port is not None else _default_port(DEFAULT_PORT),
             token=token or None,
             debounce_ms=debounce_ms,
             include_deps=deps,
@@ -1091,6 +1091,18 @@ def _quiet_dead_stdout() -> None:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             os.close(devnull)
+
+
+def _default_port(builtin: int) -> int:
+    """GBR_PORT, else the built-in one: the port tried first when --port is not given."""
+    from gbr.core.errors import ConfigError
+
+    text = os.environ.get("GBR_PORT", "").strip()
+    if not text:
+        return builtin
+    if not text.isdigit() or not 0 < int(text) <= 65535:
+        raise ConfigError(f"GBR_PORT={text!r} is not a port; set it to a number from 1 to 65535")
+    return int(text)
 
 
 @app.command()

@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from gbr.daemon.discovery import DaemonInfo, lock_held, read_discovery
-from gbr.daemon.server import DEFAULT_PORT
 from tests.conftest import CTL, copy_small
 from tests.daemon.conftest import clean_env, wait_until
 
@@ -188,11 +187,12 @@ def test_serve_with_stdout_and_stderr_closed_serves_and_stops_on_ctrl_c(
 def test_two_packages_without_port_both_serve_when_the_default_port_is_taken(
     tmp_path: Path, daemons: list[Serve]
 ) -> None:
-    env = clean_env(tmp_path / "home")
+    # The default port (GBR_PORT here, so that no fixed port is used) is taken.
     holder = socket.socket()
-    with contextlib.suppress(OSError):  # taken already (another daemon): just as busy
-        holder.bind(("127.0.0.1", DEFAULT_PORT))
-        holder.listen(1)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    default = holder.getsockname()[1]
+    env = clean_env(tmp_path / "home", GBR_PORT=str(default))
     try:
         logs = [tmp_path / "a.log", tmp_path / "b.log"]
         ports = []
@@ -205,12 +205,12 @@ def test_two_packages_without_port_both_serve_when_the_default_port_is_taken(
             ports.append(daemon.published().port)
     finally:
         holder.close()
-    assert DEFAULT_PORT not in ports and ports[0] != ports[1]
+    assert default not in ports and ports[0] != ports[1]
     for log, port in zip(logs, ports, strict=True):
         text = wait_until(lambda log=log: "serving " in log.read_text() and log.read_text(), "log")
         notes = [line for line in text.splitlines() if line.startswith("note: port")]
         assert notes == [
-            f"note: port {DEFAULT_PORT} is in use; listening on port {port} instead (clients "
+            f"note: port {default} is in use; listening on port {port} instead (clients "
             "find it through .gbr/daemon.json; --port fixes one)"
         ]
         assert f"at http://127.0.0.1:{port} " in text
