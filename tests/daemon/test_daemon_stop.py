@@ -78,13 +78,12 @@ class Serve:
     ) -> None:
         self.root = root
         self.db = root / ".gbr" / "index.duckdb"
-        self.proc = subprocess.Popen(
-            [CTL, "serve", str(root), *args],
-            stdout=stdout,
-            stderr=stderr,
-            env=env,
-            preexec_fn=_close_stdout_and_stderr if closed else None,  # `serve >&- 2>&-`
-        )
+        command = [CTL, "serve", str(root), *args]
+        if closed:
+            # `serve >&- 2>&-`, as a user types it: the shell closes both, then execs (same
+            # pid). Not a preexec_fn, which forces a fork of this (large) test process.
+            command = ["/bin/sh", "-c", 'exec "$0" "$@" >&- 2>&-', *command]
+        self.proc = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env)
 
     def published(self, output: Drain | None = None) -> DaemonInfo:
         def check() -> DaemonInfo | None:
@@ -107,11 +106,6 @@ class Serve:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"serve still running {STOP_SECONDS} s after {sig!r}") from None
         return time.monotonic() - started
-
-
-def _close_stdout_and_stderr() -> None:
-    os.close(1)
-    os.close(2)
 
 
 def port_answers(port: int) -> bool:
