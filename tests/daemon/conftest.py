@@ -135,15 +135,25 @@ class RunningDaemon:
 
 
 def start_daemon(
-    root: Path, *args: str, env: dict[str, str], token: str | None = None, **popen: Any
+    root: Path,
+    *args: str,
+    env: dict[str, str],
+    token: str | None = None,
+    shell: str | None = None,
+    **popen: Any,
 ) -> RunningDaemon:
     """`gleambrctl serve ROOT --port 0 ARGS`, once its discovery file names it and it answers.
 
-    `popen` goes to subprocess.Popen (a `preexec_fn` that lowers a limit, say)."""
+    `shell` runs before the daemon in `sh` (`ulimit -n 64`, say), which then execs it with
+    the same pid; a `preexec_fn` would fork this large test process and may fail (ENOMEM).
+    `popen` goes to subprocess.Popen."""
     logs = root.parent / f"{root.name}-daemon-{time.monotonic_ns()}.log"
+    command = [CTL, "serve", str(root), "--port", "0", *args]
+    if shell is not None:
+        command = ["/bin/sh", "-c", f'{shell} && exec "$0" "$@"', *command]
     with logs.open("wb") as log:
         proc = subprocess.Popen(
-            [CTL, "serve", str(root), "--port", "0", *args],
+            command,
             stdout=log,
             stderr=subprocess.STDOUT,
             env=env,

@@ -21,11 +21,6 @@ MOST_HELD = 4 * FD_LIMIT  # connections held at the most, opened a batch at a ti
 BATCH = 16
 
 
-def lower_fd_limit() -> None:
-    """In the daemon's process, before exec."""
-    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
-
-
 def get_health(port: int, timeout: float = 20) -> tuple[int, dict[str, object]]:
     """GET /health on a fresh connection: the status and the JSON body."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
@@ -45,7 +40,7 @@ def test_out_of_descriptors_it_logs_a_few_lines_answers_503_and_recovers(
 ) -> None:
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 2 * MOST_HELD  # this side has room
     root = copy_small(tmp_path / "small")
-    daemon = start_daemon(root, env=clean_env(tmp_path / "home"), preexec_fn=lower_fd_limit)
+    daemon = start_daemon(root, env=clean_env(tmp_path / "home"), shell=f"ulimit -n {FD_LIMIT}")
     daemons.append(daemon)
     daemon.wait_first_pass()
     port = daemon.info.port
