@@ -11,10 +11,9 @@ import os
 import stat
 from pathlib import Path
 
-import pytest
-
 from gbr.core import telemetry
 from tests.conftest import copy_small
+from tests.faults.conftest import Immutable
 from tests.faults.files_faults_helpers import ctl, index_json, one_error_line
 
 
@@ -38,13 +37,12 @@ def test_an_events_file_that_cannot_be_opened_costs_one_warning_and_the_run_goes
     assert found.returncode == 0, found.stderr
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a file without write permission")
-def test_an_unwritable_events_file_costs_one_warning(tmp_path: Path) -> None:
+def test_an_unwritable_events_file_costs_one_warning(tmp_path: Path, immutable: Immutable) -> None:
     root = copy_small(tmp_path / "pkg")
     events = root / ".gbr" / "events.jsonl"
     events.parent.mkdir()
     events.write_text("")
-    events.chmod(0o444)
+    immutable.make(events)  # `chattr +i`: unwritable for root too, unlike chmod
 
     summary, stderr = index_json(root, home=tmp_path / "home")
 
