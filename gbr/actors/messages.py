@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gbr.core.graph.model import FileGraph
 from gbr.core.records import Chunk, FileProblem, SourceFile
 from gbr.core.store import StoredChunk
 
@@ -34,6 +35,7 @@ class FileParsed:
     source: SourceFile
     chunks: tuple[Chunk, ...]
     partial: FileProblem | None = None  # some definitions did not parse (`parse_partial`)
+    graph: FileGraph | None = None  # read from the same parse, written with the chunks
 
     @property
     def path(self) -> str:
@@ -49,6 +51,7 @@ class FileEmbedded:
     embedded: int
     cached: int
     partial: FileProblem | None = None
+    graph: FileGraph | None = None
 
     @property
     def path(self) -> str:

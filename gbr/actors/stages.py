@@ -26,9 +26,10 @@ from gbr.actors.messages import (
 )
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
-from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
+from gbr.core.chunker import ChunkLimits, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreWriteError
+from gbr.core.graph.build import chunk_with_graph
 from gbr.core.indexing import embed_chunks
 from gbr.core.records import FileProblem, PartialFile
 from gbr.core.store import FileState, Store
@@ -171,13 +172,14 @@ class ParserActor(_Stage):
         if isinstance(message, FileFound):
             if message.source.size >= LARGE_FILE:
                 log().info("large_file_chunking", file=message.path, bytes=message.source.size)
-            result = chunk_file(message.source, self.parser, self.count_tokens, self.limits)
+            source = message.source
+            result, graph = chunk_with_graph(source, self.parser, self.count_tokens, self.limits)
             if isinstance(result, FileProblem):
-                self.writer.tell(FileFailed(result, message.source))
+                self.writer.tell(FileFailed(result, source))
             elif isinstance(result, PartialFile):
-                self.embedder.tell(FileParsed(message.source, result.chunks, result.problem))
+                self.embedder.tell(FileParsed(source, result.chunks, result.problem, graph))
             else:
-                self.embedder.tell(FileParsed(message.source, tuple(result)))
+                self.embedder.tell(FileParsed(source, tuple(result), graph=graph))
 
 
 class EmbedderActor(_Stage):
@@ -263,7 +265,11 @@ class EmbedderActor(_Stage):
             hits = sum(cached[offset:end])
             mine = tuple(stored[offset:end])
             offset = end
-            out.append(FileEmbedded(parsed.source, mine, len(mine) - hits, hits, parsed.partial))
+            out.append(
+                FileEmbedded(
+                    parsed.source, mine, len(mine) - hits, hits, parsed.partial, parsed.graph
+                )
+            )
         return out
 
     def _embed_apart(
@@ -368,7 +374,9 @@ class WriterActor(_Stage):
             store.mark_fulltext_stale()
             self._flagged = True
         if isinstance(message, FileEmbedded):
-            kept = store.replace_file(message.source, message.chunks, message.partial)
+            kept = store.replace_file(
+                message.source, message.chunks, message.partial, message.graph
+            )
             if message.partial is not None:
                 log_problem(message.partial, chunks=len(message.chunks), stale_chunks_kept=kept)
             self._done(

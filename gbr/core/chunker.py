@@ -101,12 +101,14 @@ def chunk_file(
     parser: Parser,
     count_tokens: TokenCounter,
     limits: ChunkLimits = ChunkLimits(),
+    on_tree: Callable[[Node], None] | None = None,
 ) -> list[Chunk] | PartialFile | FileProblem:
     """Chunks of a file, or the problem that makes it unindexable (never an exception).
 
     A file with syntax errors gives a PartialFile: the chunks of the definitions that parsed
     intact (see gbr.core.parse_damage), with the first error and the lines left out. When no
     definition survives, the file is a FileProblem (`parse_failed`), dropped whole.
+    `on_tree` is handed the parsed root, so the code graph is read from the same parse.
     """
     try:
         text = source.content.decode("utf-8")
@@ -117,6 +119,8 @@ def chunk_file(
     text = text.removeprefix("\ufeff")
     src = _Text(content, [line.removesuffix("\r") for line in text.split("\n")])
     root = parse_yielding(parser, content).root_node
+    if on_tree is not None:
+        on_tree(root)
     nodes = top_level(root)
     bad = [n for n in nodes if _is_bad(n)]
     if bad:  # a definition damaged only by recovery from an error elsewhere is kept

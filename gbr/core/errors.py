@@ -2,11 +2,14 @@
 
 GbrError                 every error gbr raises on purpose; its message ends with the fix
 ├── ConfigError          a bad option, path or model location
+│   └── AmbiguousNameError  a bare name the code graph knows in several modules
 ├── StoreError           the DuckDB file cannot be opened, read or written
 │   └── IndexCorruptError  the file is damaged; `gleambrctl index --rebuild` recreates it
 │   └── IndexBusyError   another process is writing the index; try again (exit code 75)
 │   └── StoreWriteError  a write or commit failed (no permission, disk full...); retry later
+│   └── GraphMissingError  the index predates the code graph; `gleambrctl index` builds it
 ├── IndexEmptyError      a query against an index that holds nothing yet
+├── NameNotFoundError    `refs`/`callers`/`callees` of a name the code graph does not know
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
 └── ProviderError        an LLM provider failed (`.provider` names it)
@@ -60,6 +63,18 @@ class StoreWriteError(StoreError):
 
 class IndexEmptyError(GbrError):
     """A query against an index that holds nothing yet."""
+
+
+class GraphMissingError(StoreError):
+    """The index was built before the code graph (or by another version of it)."""
+
+
+class NameNotFoundError(GbrError):
+    """A name that no definition or reference in the code graph has."""
+
+
+class AmbiguousNameError(ConfigError):
+    """A name the code graph knows in several modules; the message lists them."""
 
 
 class SupervisionError(GbrError):

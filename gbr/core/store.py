@@ -24,6 +24,8 @@ import pyarrow as pa
 
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import IndexCorruptError, StoreError, StoreWriteError
+from gbr.core.graph import store as graph_tables
+from gbr.core.graph.model import FileGraph
 from gbr.core.records import Chunk, FileProblem, SourceFile
 
 SCHEMA_VERSION = "1"
@@ -226,7 +228,7 @@ class Store:
                 self.con.execute("DROP TABLE IF EXISTS files")
                 self.mark_fulltext_stale()  # its documents are gone with the chunks
             self._create_tables(dim)
-            self.set_meta(**want)
+            self.set_meta(**want, **graph_tables.prepare(self.con, have, wiped=bool(reason)))
         return reason
 
     def _create_tables(self, dim: int) -> None:
@@ -256,6 +258,7 @@ class Store:
         source: SourceFile,
         chunks: Sequence[StoredChunk],
         partial: FileProblem | None = None,
+        graph: FileGraph | None = None,
     ) -> int:
         """Swap a file's chunks for new ones in one transaction.
 
@@ -264,6 +267,7 @@ class Store:
         gets search results that agree with each other and with one version of the file,
         rather than a mix of old and new line numbers. Without a good version, the intact
         definitions are stored. Returns how many earlier chunks were kept as stale.
+        The file's code graph rows (`graph`) are swapped in the same transaction.
         """
         if partial is not None and self._has_good_version(source.path):
             return self.mark_failed(partial, source, status="partial")
@@ -274,6 +278,7 @@ class Store:
         with self.transaction():
             self.con.execute("DELETE FROM chunks WHERE path = ?", [source.path])
             self.con.execute("DELETE FROM files WHERE path = ?", [source.path])
+            graph_tables.replace(self.con, source.path, graph)
             if table.num_rows:
                 self.con.register("new_chunks", table)
                 try:
@@ -354,6 +359,7 @@ class Store:
             for path in paths:
                 self.con.execute("DELETE FROM chunks WHERE path = ?", [path])
                 self.con.execute("DELETE FROM files WHERE path = ?", [path])
+                graph_tables.remove(self.con, path)
         return len(paths)
 
     def refresh_fulltext(self, config: FtsConfig = FtsConfig()) -> None:

@@ -1,0 +1,227 @@
+"""The code graph's tables: written with a file's chunks, replaced and removed with them,
+and read by name (qualified, bare, ambiguous), by depth, and as an import graph."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from gbr.core.chunker import CHUNKER_VERSION
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import AmbiguousNameError, GraphMissingError, NameNotFoundError
+from gbr.core.graph.model import FileGraph, Import, Reference, Symbol
+from gbr.core.graph.store import GraphReader
+from gbr.core.records import FileProblem, SourceFile
+from gbr.core.store import Store
+
+
+def source(path: str, text: str = "x") -> SourceFile:
+    data = text.encode()
+    return SourceFile(
+        path=path,
+        module=path.removeprefix("src/").removesuffix(".gleam"),
+        package="web",
+        content=data,
+        content_hash=hashlib.sha256(data).hexdigest(),
+        size=len(data),
+        mtime=0.0,
+    )
+
+
+def fn(path: str, module: str, name: str, line: int) -> Symbol:
+    return Symbol(path, module, name, "function", line, 8, True)
+
+
+def call(path: str, line: int, module: str, name: str, source_name: str, kind="call") -> Reference:
+    return Reference(path, line, 3, kind, module, name, source_name)
+
+
+# web/cookie: set_cookie calls sign and gleam/list.map; web/handler: handle calls
+# cookie.set_cookie, respond pipes into cookie.set_cookie; web/util has its own `sign`.
+COOKIE = FileGraph(
+    "src/web/cookie.gleam",
+    "web/cookie",
+    imports=(Import("src/web/cookie.gleam", 1, 1, "gleam/list", "list"),),
+    symbols=(
+        fn("src/web/cookie.gleam", "web/cookie", "set_cookie", 3),
+        fn("src/web/cookie.gleam", "web/cookie", "sign", 9),
+    ),
+    references=(
+        call("src/web/cookie.gleam", 4, "web/cookie", "sign", "set_cookie"),
+        call("src/web/cookie.gleam", 5, "gleam/list", "map", "set_cookie"),
+        call("src/web/cookie.gleam", 6, "", "local_var", "set_cookie"),  # unresolved: kept out
+    ),
+)
+HANDLER = FileGraph(
+    "src/web/handler.gleam",
+    "web/handler",
+    imports=(Import("src/web/handler.gleam", 1, 1, "web/cookie", "cookie"),),
+    symbols=(
+        fn("src/web/handler.gleam", "web/handler", "handle", 3),
+        fn("src/web/handler.gleam", "web/handler", "respond", 8),
+    ),
+    references=(
+        call("src/web/handler.gleam", 4, "web/cookie", "set_cookie", "handle"),
+        call("src/web/handler.gleam", 9, "web/cookie", "set_cookie", "respond", "pipe"),
+        call("src/web/handler.gleam", 10, "web/handler", "handle", "respond"),
+    ),
+)
+UTIL = FileGraph(
+    "src/web/util.gleam",
+    "web/util",
+    symbols=(fn("src/web/util.gleam", "web/util", "sign", 1),),
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path, model: OnnxEmbedder) -> Store:
+    s = Store.open(tmp_path / "index.duckdb")
+    s.prepare(model_id=model.model_id, chunker_version=CHUNKER_VERSION, dim=model.dim)
+    for graph in (COOKIE, HANDLER, UTIL):
+        s.replace_file(source(graph.path), [], graph=graph)
+    return s
+
+
+def test_a_qualified_name_finds_its_definition_and_references_grouped_by_position(store):
+    data = GraphReader(store).refs("web/cookie.set_cookie")
+    assert data["target"] == {"module": "web/cookie", "name": "set_cookie", "internal": True}
+    assert [(d["path"], d["line"]) for d in data["definitions"]] == [("src/web/cookie.gleam", 3)]
+    assert [(r["path"], r["line"], r["kind"], r["source"]) for r in data["references"]] == [
+        ("src/web/handler.gleam", 4, "call", "handle"),
+        ("src/web/handler.gleam", 9, "pipe", "respond"),
+    ]
+    # The last segment of the module is enough, as an alias would be written.
+    assert GraphReader(store).refs("cookie.set_cookie")["target"] == data["target"]
+
+
+def test_a_bare_name_resolves_when_unique_and_lists_the_candidates_when_not(store):
+    reader = GraphReader(store)
+    assert reader.refs("set_cookie")["target"]["module"] == "web/cookie"
+    with pytest.raises(AmbiguousNameError) as caught:
+        reader.refs("sign")
+    assert "web/cookie.sign" in str(caught.value) and "web/util.sign" in str(caught.value)
+    assert reader.refs("util.sign")["target"]["module"] == "web/util"
+
+
+def test_an_unknown_name_says_so_with_close_names(store):
+    with pytest.raises(NameNotFoundError, match="did you mean set_cookie"):
+        GraphReader(store).refs("set_cooky")
+
+
+def test_an_external_target_stays_an_external_node(store):
+    data = GraphReader(store).refs("gleam/list.map")
+    assert data["target"] == {"module": "gleam/list", "name": "map", "internal": False}
+    assert data["definitions"] == []
+    assert [r["source"] for r in data["references"]] == ["set_cookie"]
+    # An unresolved reference (no target module) was never stored.
+    with pytest.raises(NameNotFoundError):
+        GraphReader(store).refs("local_var")
+
+
+def test_an_external_target_resolves_once_its_dependency_is_indexed(store):
+    dep = FileGraph(
+        "build/packages/gleam_stdlib/src/gleam/list.gleam",
+        "gleam/list",
+        symbols=(fn("build/packages/gleam_stdlib/src/gleam/list.gleam", "gleam/list", "map", 40),),
+    )
+    store.replace_file(source(dep.path), [], graph=dep)
+    data = GraphReader(store).refs("list.map")
+    assert data["target"]["internal"] is True
+    assert data["definitions"][0]["line"] == 40
+
+
+def test_callers_and_callees_follow_depth(store):
+    reader = GraphReader(store)
+    one = reader.callers("cookie.sign", 1)
+    assert [(c["module"], c["name"], c["depth"]) for c in one["callers"]] == [
+        ("web/cookie", "set_cookie", 1)
+    ]
+    three = reader.callers("cookie.sign", 3)
+    assert [(c["name"], c["depth"]) for c in three["callers"]] == [
+        ("set_cookie", 1),
+        ("handle", 2),
+        ("respond", 2),
+    ]
+    respond = next(c for c in three["callers"] if c["name"] == "respond")
+    assert respond["via"] == "web/cookie.set_cookie"
+    assert [s["line"] for s in respond["sites"]] == [9]
+    down = reader.callees("respond", 2)
+    assert [(c["module"], c["name"], c["depth"], c["internal"]) for c in down["callees"]] == [
+        ("web/cookie", "set_cookie", 1, True),
+        ("web/handler", "handle", 1, True),
+        ("gleam/list", "map", 2, False),
+        ("web/cookie", "sign", 2, True),
+    ]
+
+
+def test_a_changed_file_replaces_its_own_rows_only(store):
+    new_handler = FileGraph(
+        "src/web/handler.gleam",
+        "web/handler",
+        symbols=(fn("src/web/handler.gleam", "web/handler", "handle", 3),),
+        references=(call("src/web/handler.gleam", 4, "web/util", "sign", "handle"),),
+    )
+    store.replace_file(source(HANDLER.path, "v2"), [], graph=new_handler)
+    reader = GraphReader(store)
+    assert reader.refs("cookie.set_cookie")["references"] == []
+    assert [c["name"] for c in reader.callers("util.sign")["callers"]] == ["handle"]
+    assert [c["name"] for c in reader.callers("cookie.sign")["callers"]] == ["set_cookie"]
+    with pytest.raises(NameNotFoundError):
+        reader.refs("respond")
+
+
+def test_a_deleted_file_takes_its_rows_along(store):
+    store.remove_files([HANDLER.path])
+    reader = GraphReader(store)
+    assert reader.refs("cookie.set_cookie")["references"] == []
+    with pytest.raises(NameNotFoundError):
+        reader.refs("handle")
+    assert reader.refs("set_cookie")["definitions"]  # the other files are untouched
+
+
+def test_a_file_that_breaks_keeps_its_last_good_edges_with_its_stale_chunks(store):
+    problem = FileProblem(HANDLER.path, "syntax error", "parse_failed")
+    store.mark_failed(problem, source(HANDLER.path, "broken"))
+    assert len(GraphReader(store).refs("cookie.set_cookie")["references"]) == 2
+
+
+def test_a_failed_write_leaves_the_old_graph(store):
+    def fail() -> None:
+        raise OSError("No space left on device")
+
+    store.before_commit = fail
+    with pytest.raises(Exception, match="No space left"):
+        store.replace_file(source(HANDLER.path, "v3"), [], graph=UTIL)
+    store.before_commit = None
+    assert len(GraphReader(store).refs("cookie.set_cookie")["references"]) == 2
+
+
+def test_the_import_graph_and_one_module_neighbourhood(store):
+    reader = GraphReader(store)
+    whole = reader.imports()
+    assert whole["edges"] == [
+        {"source": "web/cookie", "target": "gleam/list"},
+        {"source": "web/handler", "target": "web/cookie"},
+    ]
+    nodes = {n["id"]: n["internal"] for n in whole["nodes"]}
+    assert nodes["gleam/list"] is False and nodes["web/cookie"] is True
+    assert reader.find_module("cookie") == "web/cookie"
+    near = reader.imports("web/handler")
+    assert near["edges"] == [{"source": "web/handler", "target": "web/cookie"}]
+
+
+def test_an_index_from_before_the_graph_says_to_index_again(tmp_path, model, store):
+    store.con.execute("DELETE FROM meta WHERE key = 'graph_version'")
+    with pytest.raises(GraphMissingError, match="run `gleambrctl index` again"):
+        GraphReader(store).refs("set_cookie")
+
+
+def test_opening_an_index_from_before_the_graph_re_reads_every_file(tmp_path, model, store):
+    store.con.execute("DROP TABLE graph_refs")
+    store.con.execute("DELETE FROM meta WHERE key = 'graph_version'")
+    store.prepare(model_id=model.model_id, chunker_version=CHUNKER_VERSION, dim=model.dim)
+    assert {s.content_hash for s in store.file_states().values()} == {""}
+    assert store.meta()["graph_version"]
+    assert store.con.execute("SELECT count(*) FROM graph_refs").fetchone() == (0,)
