@@ -1134,6 +1134,11 @@ def mcp(
         run_stdio(IndexChooser(local, on_stale=_note_stale))
 
 
+from gbr.cli_graph import register as _register_graph  # noqa: E402 - needs the options above
+
+_register_graph(app)
+
+
 def main() -> None:
     app()
 

@@ -3,7 +3,6 @@ and read by name (qualified, bare, ambiguous), by depth, and as an import graph.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -11,77 +10,16 @@ import pytest
 from gbr.core.chunker import CHUNKER_VERSION
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import AmbiguousNameError, GraphMissingError, NameNotFoundError
-from gbr.core.graph.model import FileGraph, Import, Reference, Symbol
+from gbr.core.graph.model import FileGraph
 from gbr.core.graph.store import GraphReader
-from gbr.core.records import FileProblem, SourceFile
+from gbr.core.records import FileProblem
 from gbr.core.store import Store
-
-
-def source(path: str, text: str = "x") -> SourceFile:
-    data = text.encode()
-    return SourceFile(
-        path=path,
-        module=path.removeprefix("src/").removesuffix(".gleam"),
-        package="web",
-        content=data,
-        content_hash=hashlib.sha256(data).hexdigest(),
-        size=len(data),
-        mtime=0.0,
-    )
-
-
-def fn(path: str, module: str, name: str, line: int) -> Symbol:
-    return Symbol(path, module, name, "function", line, 8, True)
-
-
-def call(path: str, line: int, module: str, name: str, source_name: str, kind="call") -> Reference:
-    return Reference(path, line, 3, kind, module, name, source_name)
-
-
-# web/cookie: set_cookie calls sign and gleam/list.map; web/handler: handle calls
-# cookie.set_cookie, respond pipes into cookie.set_cookie; web/util has its own `sign`.
-COOKIE = FileGraph(
-    "src/web/cookie.gleam",
-    "web/cookie",
-    imports=(Import("src/web/cookie.gleam", 1, 1, "gleam/list", "list"),),
-    symbols=(
-        fn("src/web/cookie.gleam", "web/cookie", "set_cookie", 3),
-        fn("src/web/cookie.gleam", "web/cookie", "sign", 9),
-    ),
-    references=(
-        call("src/web/cookie.gleam", 4, "web/cookie", "sign", "set_cookie"),
-        call("src/web/cookie.gleam", 5, "gleam/list", "map", "set_cookie"),
-        call("src/web/cookie.gleam", 6, "", "local_var", "set_cookie"),  # unresolved: kept out
-    ),
-)
-HANDLER = FileGraph(
-    "src/web/handler.gleam",
-    "web/handler",
-    imports=(Import("src/web/handler.gleam", 1, 1, "web/cookie", "cookie"),),
-    symbols=(
-        fn("src/web/handler.gleam", "web/handler", "handle", 3),
-        fn("src/web/handler.gleam", "web/handler", "respond", 8),
-    ),
-    references=(
-        call("src/web/handler.gleam", 4, "web/cookie", "set_cookie", "handle"),
-        call("src/web/handler.gleam", 9, "web/cookie", "set_cookie", "respond", "pipe"),
-        call("src/web/handler.gleam", 10, "web/handler", "handle", "respond"),
-    ),
-)
-UTIL = FileGraph(
-    "src/web/util.gleam",
-    "web/util",
-    symbols=(fn("src/web/util.gleam", "web/util", "sign", 1),),
-)
+from tests.graph.sample import HANDLER, UTIL, call, fn, sample_store, source
 
 
 @pytest.fixture
 def store(tmp_path: Path, model: OnnxEmbedder) -> Store:
-    s = Store.open(tmp_path / "index.duckdb")
-    s.prepare(model_id=model.model_id, chunker_version=CHUNKER_VERSION, dim=model.dim)
-    for graph in (COOKIE, HANDLER, UTIL):
-        s.replace_file(source(graph.path), [], graph=graph)
-    return s
+    return sample_store(tmp_path / "index.duckdb", model)
 
 
 def test_a_qualified_name_finds_its_definition_and_references_grouped_by_position(store):

@@ -1,0 +1,93 @@
+"""The graph as text to draw: DOT for Graphviz, Mermaid for Markdown; a PNG through `dot`.
+
+Input is the object `GraphReader.imports` and `.neighbourhood` return (`gleambrctl graph
+--json`): nodes with an `internal` flag, and edges. External nodes (outside the indexed
+tree) are dashed, and the node asked about is bold, in both languages.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from gbr.core.errors import ConfigError, GbrError
+
+FORMATS = ("dot", "mermaid")
+DOT_TIMEOUT = 60.0  # seconds; a neighbourhood of a few hundred nodes draws in well under one
+GET_DOT = (
+    "the `dot` program (Graphviz) is not installed; install it (apt install graphviz, "
+    "brew install graphviz) or save `--format dot` and draw it elsewhere"
+)
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def to_dot(graph: dict[str, Any]) -> str:
+    lines = [
+        f"digraph {_dot_quote(graph['kind'])} {{",
+        "  rankdir=LR;",
+        '  node [shape=box, fontname="monospace"];',
+    ]
+    for node in graph["nodes"]:
+        style = [] if node["internal"] else ["dashed"]
+        if node["id"] == graph.get("focus"):
+            style.append("bold")
+        attrs = f" [style={_dot_quote(','.join(style))}]" if style else ""
+        lines.append(f"  {_dot_quote(node['id'])}{attrs};")
+    for edge in graph["edges"]:
+        lines.append(f"  {_dot_quote(edge['source'])} -> {_dot_quote(edge['target'])};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def to_mermaid(graph: dict[str, Any]) -> str:
+    """Mermaid ids must be plain words, so nodes are `n0`, `n1`... with the name as label."""
+    ids = {node["id"]: f"n{i}" for i, node in enumerate(graph["nodes"])}
+    lines = ["flowchart LR"]
+    for node in graph["nodes"]:
+        label = node["id"].replace('"', "#quot;")
+        lines.append(f'  {ids[node["id"]]}["{label}"]')
+    for edge in graph["edges"]:
+        lines.append(f"  {ids[edge['source']]} --> {ids[edge['target']]}")
+    external = [ids[n["id"]] for n in graph["nodes"] if not n["internal"]]
+    if external:
+        lines.append("  classDef external stroke-dasharray: 5 5")
+        lines.append(f"  class {','.join(external)} external")
+    focus = graph.get("focus")
+    if focus in ids:
+        lines.append("  classDef focus stroke-width: 3px")
+        lines.append(f"  class {ids[focus]} focus")
+    return "\n".join(lines) + "\n"
+
+
+def render(graph: dict[str, Any], fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown --format {fmt!r}; use one of {', '.join(FORMATS)}")
+    return to_dot(graph) if fmt == "dot" else to_mermaid(graph)
+
+
+def write_png(graph: dict[str, Any], out: Path, dot: str | None = None) -> None:
+    """Draw with the local `dot` binary; without it, one line saying how to get it."""
+    binary = dot or shutil.which("dot")
+    if binary is None:
+        raise GbrError(GET_DOT)
+    try:
+        done = subprocess.run(
+            [binary, "-Tpng", "-o", str(out)],
+            input=to_dot(graph).encode(),
+            capture_output=True,
+            timeout=DOT_TIMEOUT,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GbrError(f"`dot` could not draw {out} ({exc}); {GET_DOT.split('; ')[1]}") from exc
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines()
+        raise GbrError(
+            f"`dot` could not draw {out}: {why[0] if why else f'exit {done.returncode}'}; "
+            "check that the folder exists and is writable"
+        )
