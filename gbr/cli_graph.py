@@ -50,27 +50,11 @@ def register(app: typer.Typer) -> None:
             f"[dim]{n} reference{'s' * (n != 1)} in {files} file{'s' * (files != 1)}[/dim]"
         )
 
-    @app.command()
-    def callers(
-        name: NameArgument,
-        depth: DepthOption = 1,
-        db: cli.DbOption = None,
-        json_out: cli.JsonOption = False,
-        debug: cli.DebugOption = False,
-    ) -> None:
-        """Who calls a function (pipes, captures and values passed count), to --depth."""
-        _calls(cli, "callers", name, depth, db, json_out, debug)
-
-    @app.command()
-    def callees(
-        name: NameArgument,
-        depth: DepthOption = 1,
-        db: cli.DbOption = None,
-        json_out: cli.JsonOption = False,
-        debug: cli.DebugOption = False,
-    ) -> None:
-        """What a function calls, to --depth; calls outside the index are marked external."""
-        _calls(cli, "callees", name, depth, db, json_out, debug)
+    for op, doc in (
+        ("callers", "Who calls a function (pipes, captures and values passed count), to --depth."),
+        ("callees", "What a function calls, to --depth; calls outside the index are external."),
+    ):
+        app.command(op, help=doc)(_calls_command(cli, op))
 
     @app.command()
     def graph(
@@ -105,6 +89,19 @@ def register(app: typer.Typer) -> None:
             if json_out:
                 return _print_json(data)
             sys.stdout.write(render(data, fmt))
+
+
+def _calls_command(cli: Any, op: str) -> Any:
+    def command(
+        name: NameArgument,
+        depth: DepthOption = 1,
+        db: cli.DbOption = None,
+        json_out: cli.JsonOption = False,
+        debug: cli.DebugOption = False,
+    ) -> None:
+        _calls(cli, op, name, depth, db, json_out, debug)
+
+    return command
 
 
 def _ask(cli: Any, op: str, name: str | None, depth: int, db: Path | None, debug: bool) -> Any:
