@@ -48,6 +48,7 @@ from gbr.core.search import Filter, Mode
 from gbr.core.telemetry import log
 from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, MAX_QUERY_CHARS
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
+from gbr.daemon.graph_routes import add_graph_routes
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
 from gbr.daemon.service import AskPlan, Daemon
 
@@ -294,6 +295,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         """Prometheus text format: files, chunks, failures, restarts, queues, latencies."""
         return PlainTextResponse(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
+    add_graph_routes(app, daemon, auth, _ERRORS)
     posts = [r.path for r in app.routes if isinstance(r, APIRoute) and "POST" in r.methods]
     policy = policy or HttpPolicy.for_bind(daemon.config.host)
     app.add_middleware(Gate, policy=policy, json_posts=posts)

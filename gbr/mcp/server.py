@@ -46,6 +46,7 @@ from gbr.core.search import Filter, Mode
 from gbr.core.store import damaged
 from gbr.mcp.arguments import PlainErrorsServer
 from gbr.mcp.backends import IndexChooser
+from gbr.mcp.graph_tools import add_graph_tools
 
 INSTRUCTIONS = (
     "Search and ask about one Gleam package, indexed locally. Use search_code to find "
@@ -172,6 +173,7 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
         data, via = await anyio.to_thread.run_sync(work)
         return _result(_summary_text(data, via), data)
 
+    add_graph_tools(server, chooser, _tool_errors)
     return server
 
 

@@ -74,7 +74,10 @@ def indexed(server: MCPServer) -> Any:
 
 def test_the_four_tools_are_listed_with_their_schemas(server: MCPServer) -> None:
     tools = {t.name: t for t in session(server, lambda c: c.list_tools()).tools}
-    assert set(tools) == {"search_code", "ask_codebase", "index_status", "reindex"}
+    assert set(tools) == {
+        "search_code", "ask_codebase", "index_status", "reindex",
+        "find_references", "callers", "callees",
+    }  # fmt: skip
     search = tools["search_code"].input_schema
     assert search["required"] == ["query"]
     assert search["properties"]["query"]["minLength"] == 1
