@@ -10,8 +10,12 @@ Phases, all with the real OnnxEmbedder and one loaded model:
 3. ceiling  exactly the texts run_index embedded (recorded at its `embed_batch` calls and
             checked against the DB's embed hashes) through one `model.embed_batch` call:
             tokenize + ONNX, sorted by length over the whole set. Ratio = ceiling / e2e time.
-4. no-op    duplicate packages grow the tree to --noop-files files (served from the
+4. graph    the code graph's share of e2e: every file chunked again (one parse, as the
+            parser stage does), and its graph extracted from that tree, each timed; the e2e
+            run above already built and wrote the graph (it is always on).
+5. no-op    duplicate packages grow the tree to --noop-files files (served from the
             embedding cache), one run indexes them, then --noop-runs runs find nothing to do.
+            A no-op run parses nothing, so the graph may add nothing to it.
 
 The machine is usually shared; "other CPU" is how busy the cores were with other processes
 during a phase, as a share of all cores. High values mean the timings are pessimistic.
@@ -33,6 +37,7 @@ from gbr.core.indexing import embed_key
 
 RATIO_TARGET = 0.85
 NOOP_TARGET_S = 2.0
+GRAPH_SHARE_TARGET = 0.05  # of a full index run's wall time
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -224,6 +229,10 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
         }
         calls.batches.clear()
 
+    # ------------------------------------------------------------------- graph
+    bc.log_step("graph: chunking and graph extraction timed apart")
+    results["graph"] = graph_cost(root, db, model, e2e_s)
+
     # ------------------------------------------------------------------- no-op
     if not args.skip_noop:
         made = bc.duplicate_packages(root, generated.packages, args.noop_files)
@@ -278,6 +287,44 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
     results["checks"] = checks(results)
 
 
+def graph_cost(root: Path, db: Path, model: Any, e2e_s: float) -> dict[str, Any]:
+    """Seconds spent chunking every file, and extracting its graph from the same tree."""
+    from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
+    from gbr.core.graph.extract import extract_file_graph
+    from gbr.core.records import SourceFile
+    from gbr.core.walker import FoundFile, WalkOptions, read_file, walk
+
+    parser, limits = new_parser(), ChunkLimits()
+    chunk_s = extract_s = 0.0
+    refs = files = 0
+    for found in walk(root, WalkOptions()):
+        source = read_file(found) if isinstance(found, FoundFile) else found
+        if not isinstance(source, SourceFile):
+            continue
+        trees: list[Any] = []
+        started = time.perf_counter()
+        chunk_file(source, parser, model.count_tokens, limits, on_tree=trees.append)
+        middle = time.perf_counter()
+        if trees:
+            refs += len(extract_file_graph(source, trees[0], parser).references)
+        chunk_s += middle - started
+        extract_s += time.perf_counter() - middle
+        files += 1
+    with bc.open_read_only(db) as store:
+        rows = {
+            t: store.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("graph_symbols", "graph_imports", "graph_refs")
+        }
+    return {
+        "files": files,
+        "chunk_seconds": chunk_s,
+        "extract_seconds": extract_s,
+        "references_extracted": refs,
+        "rows_in_db": rows,
+        "share_of_e2e": extract_s / e2e_s,
+    }
+
+
 def checks(r: dict[str, Any]) -> list[dict[str, Any]]:
     out = [
         {
@@ -299,6 +346,16 @@ def checks(r: dict[str, Any]) -> list[dict[str, Any]]:
             "ok": r["e2e"]["generated_chunks_in_db"] >= r["args"]["chunks"],
         },
     ]
+    if "graph" in r:
+        g = r["graph"]
+        out.append(
+            {
+                "name": "graph extraction / e2e wall",
+                "value": g["share_of_e2e"],
+                "target": f"<= {GRAPH_SHARE_TARGET}",
+                "ok": g["share_of_e2e"] <= GRAPH_SHARE_TARGET and g["rows_in_db"]["graph_refs"] > 0,
+            }
+        )
     if "noop" in r:
         n = r["noop"]
         out.append(
@@ -372,6 +429,15 @@ def report(r: dict[str, Any]) -> None:
             "replay",
             "e2e embed_batch time / replay (concurrency)",
             f"{p['e2e_model_busy_vs_replay']:.2f} x",
+        )
+    if "graph" in r:
+        g = r["graph"]
+        row("graph", "chunk_file, all files (one parse each)", f"{g['chunk_seconds']:.2f} s")
+        row("graph", "graph extraction from those trees", f"{g['extract_seconds']:.2f} s")
+        row(
+            "graph",
+            "rows: symbols / imports / refs",
+            " / ".join(str(v) for v in g["rows_in_db"].values()),
         )
     if "noop" in r:
         n = r["noop"]
