@@ -56,3 +56,23 @@ def test_index_builds_the_graph_and_keeps_it_per_file(small_example: Path):
     assert "bookshelf/checker.clean" not in callers(root, "bookshelf/isbn.parse")
     gone = ctl("refs", "bookshelf/checker.check", cwd=root)
     assert gone.returncode == 1 and "no definition or reference" in gone.stderr
+
+
+def test_an_external_target_resolves_when_the_dependency_is_indexed(make_package):
+    root = make_package(
+        {
+            "src/app.gleam": "import shout/loud\n\npub fn greet() -> String {\n"
+            '  loud.shout("hi")\n}\n',
+            "build/packages/shout/gleam.toml": 'name = "shout"\nversion = "1.0.0"\n',
+            "build/packages/shout/src/shout/loud.gleam": "pub fn shout(s: String) -> String {\n"
+            "  s\n}\n",
+        }
+    )
+    assert ctl("index", ".", "--no-include-deps", cwd=root).returncode == 0
+    before = json.loads(ctl("refs", "shout/loud.shout", "--json", cwd=root).stdout)
+    assert before["target"]["internal"] is False and before["definitions"] == []
+    assert ctl("index", ".", "--include-deps", cwd=root).returncode == 0
+    after = json.loads(ctl("refs", "loud.shout", "--json", cwd=root).stdout)
+    assert after["target"]["internal"] is True
+    assert after["definitions"][0]["path"].endswith("shout/src/shout/loud.gleam")
+    assert [(r["path"], r["line"]) for r in after["references"]] == [("src/app.gleam", 4)]
