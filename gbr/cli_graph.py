@@ -76,11 +76,12 @@ def register(app: typer.Typer) -> None:
         debug: cli.DebugOption = False,
     ) -> None:
         """Draw the import graph, or a call neighbourhood, as DOT or Mermaid text."""
-        from gbr.core.graph.render import render, write_png
+        from gbr.core.errors import ConfigError
+        from gbr.core.graph.render import FORMATS, render, write_png
 
         with cli._errors(debug):
-            if not json_out:
-                render({"kind": "x", "nodes": [], "edges": []}, fmt)  # a bad --format first
+            if fmt not in FORMATS:  # bad usage, before any index is looked for
+                raise ConfigError(f"unknown --format {fmt!r}; use one of {', '.join(FORMATS)}")
         data = _ask(cli, "graph", target, depth, db, debug)
         with cli._errors(debug):
             if png is not None:
