@@ -43,6 +43,19 @@ def test_a_bare_name_resolves_when_unique_and_lists_the_candidates_when_not(stor
     assert reader.refs("util.sign")["target"]["module"] == "web/util"
 
 
+def test_a_module_named_in_full_wins_over_modules_ending_with_its_path(store):
+    vendored = FileGraph(
+        "src/vendor/web/util.gleam",
+        "vendor/web/util",
+        symbols=(fn("src/vendor/web/util.gleam", "vendor/web/util", "sign", 1),),
+    )
+    store.replace_file(source(vendored.path), [], graph=vendored)
+    reader = GraphReader(store)
+    assert reader.refs("web/util.sign")["target"]["module"] == "web/util"
+    with pytest.raises(AmbiguousNameError, match="vendor/web/util.sign"):
+        reader.refs("util.sign")
+
+
 def test_an_unknown_name_says_so_with_close_names(store):
     with pytest.raises(NameNotFoundError, match="did you mean set_cookie"):
         GraphReader(store).refs("set_cooky")

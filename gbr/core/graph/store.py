@@ -201,7 +201,9 @@ class GraphReader:
             [name],
         ).fetchall()
         found += [Target(m, n, False) for m, n in external if (m, n) not in seen]
-        return found
+        exact = [t for t in found if t.module == module]
+        # A module named in full is that module, whatever other modules end with its path.
+        return exact if module and exact else found
 
     def resolve(self, text: str) -> Target:
         """The one node `text` names; an unknown or ambiguous name is one line with a hint."""
