@@ -52,7 +52,7 @@ def test_a_module_named_in_full_wins_over_modules_ending_with_its_path(store):
     store.replace_file(source(vendored.path), [], graph=vendored)
     reader = GraphReader(store)
     assert reader.refs("web/util.sign")["target"]["module"] == "web/util"
-    with pytest.raises(AmbiguousNameError, match="vendor/web/util.sign"):
+    with pytest.raises(AmbiguousNameError, match=r"vendor/web/util\.sign"):
         reader.refs("util.sign")
 
 
