@@ -288,14 +288,21 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
 
 
 def graph_cost(root: Path, db: Path, model: Any, e2e_s: float) -> dict[str, Any]:
-    """Seconds spent chunking every file, and extracting its graph from the same tree."""
+    """Seconds spent chunking every file, extracting its graph from the same tree, and
+    writing its graph rows (into a scratch in-memory DuckDB, as the store's hook does)."""
+    import duckdb
+
     from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
+    from gbr.core.graph import store as graph_tables
     from gbr.core.graph.extract import extract_file_graph
     from gbr.core.records import SourceFile
     from gbr.core.walker import FoundFile, WalkOptions, read_file, walk
 
     parser, limits = new_parser(), ChunkLimits()
-    chunk_s = extract_s = 0.0
+    scratch = duckdb.connect(":memory:")
+    scratch.execute("CREATE TABLE files(content_hash VARCHAR)")
+    graph_tables.prepare(scratch, {}, wiped=True)
+    chunk_s = extract_s = write_s = 0.0
     refs = files = 0
     for found in walk(root, WalkOptions()):
         source = read_file(found) if isinstance(found, FoundFile) else found
@@ -305,10 +312,13 @@ def graph_cost(root: Path, db: Path, model: Any, e2e_s: float) -> dict[str, Any]
         started = time.perf_counter()
         chunk_file(source, parser, model.count_tokens, limits, on_tree=trees.append)
         middle = time.perf_counter()
-        if trees:
-            refs += len(extract_file_graph(source, trees[0], parser).references)
+        graph = extract_file_graph(source, trees[0], parser) if trees else None
+        extracted = time.perf_counter()
+        graph_tables.replace(scratch, source.path, graph)
         chunk_s += middle - started
-        extract_s += time.perf_counter() - middle
+        extract_s += extracted - middle
+        write_s += time.perf_counter() - extracted
+        refs += len(graph.references) if graph else 0
         files += 1
     with bc.open_read_only(db) as store:
         rows = {
@@ -319,9 +329,10 @@ def graph_cost(root: Path, db: Path, model: Any, e2e_s: float) -> dict[str, Any]
         "files": files,
         "chunk_seconds": chunk_s,
         "extract_seconds": extract_s,
+        "write_seconds": write_s,
         "references_extracted": refs,
         "rows_in_db": rows,
-        "share_of_e2e": extract_s / e2e_s,
+        "share_of_e2e": (extract_s + write_s) / e2e_s,
     }
 
 
@@ -350,9 +361,9 @@ def checks(r: dict[str, Any]) -> list[dict[str, Any]]:
         g = r["graph"]
         out.append(
             {
-                "name": "graph extraction / e2e wall",
-                "value": g["share_of_e2e"],
-                "target": f"<= {GRAPH_SHARE_TARGET}",
+                "name": "graph extraction + writes, % of e2e wall",
+                "value": 100 * g["share_of_e2e"],
+                "target": f"<= {100 * GRAPH_SHARE_TARGET:g}%",
                 "ok": g["share_of_e2e"] <= GRAPH_SHARE_TARGET and g["rows_in_db"]["graph_refs"] > 0,
             }
         )
@@ -434,6 +445,7 @@ def report(r: dict[str, Any]) -> None:
         g = r["graph"]
         row("graph", "chunk_file, all files (one parse each)", f"{g['chunk_seconds']:.2f} s")
         row("graph", "graph extraction from those trees", f"{g['extract_seconds']:.2f} s")
+        row("graph", "graph rows written (scratch DuckDB)", f"{g['write_seconds']:.2f} s")
         row(
             "graph",
             "rows: symbols / imports / refs",
