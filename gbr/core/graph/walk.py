@@ -5,6 +5,12 @@ bindings, case patterns), so that a local never resolves to a top-level definiti
 same spelling: in `fn f(map) { map }` the body reads the parameter, not a function `map`.
 A `let` binds for the statements after it, not for its own value (`let x = x + 1`).
 
+A local with a module alias's spelling is subtler: the compiler reads `x.f` as a record
+field first and falls back to the module, so `result.try(…)` calls gleam/result even inside
+`fn f(result: Result(a, b))` (seen in squirrel), while `request.body` with a local `request`
+is the local's field. Without types we keep that split by use: a called `alias.f` is the
+module's, a read one is the local's.
+
 The walk is iterative (an explicit stack): a pipeline of a thousand steps is a left-nested
 tree a thousand levels deep, which would overflow Python's recursion limit.
 """
@@ -63,7 +69,9 @@ def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
                 yield found[0], ref_kind, found[1]
             continue
         if kind_of == "field_access" and mode == _EXPR:
-            if found := _qualified(node, names, text, scope):
+            # A called `alias.name` is the module's even where a local has the alias's
+            # spelling (see the module docstring); read as a value, the local's field.
+            if found := _qualified(node, names, text, scope if kind == "value" else frozenset()):
                 yield found[0], kind, found[1]
             elif (record := node.child_by_field_name("record")) is not None:
                 stack.append((record, scope, _EXPR, "value"))
