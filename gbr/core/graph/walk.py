@@ -39,6 +39,13 @@ _NOT_BINDING = frozenset(
     | {"remote_constructor_name", "bit_string_segment_options"}
 )
 _BINDS = {"let": "pattern", "let_assert": "pattern", "use": "assignments"}
+# Every node type the walk treats in its own way (the hot loop tests this set first).
+_SPECIAL = _INERT | frozenset(
+    {"identifier", "type_identifier", "constructor_name", "remote_type_identifier"}
+    | {"remote_constructor_name", "field_access", "function", "anonymous_function"}
+    | {"external_function", "block", "function_call", "binary_expression", "case_clause"}
+    | {"constant", "data_constructor", *_BINDS}
+)
 
 
 def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
@@ -47,7 +54,10 @@ def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
     while stack:
         node, scope, mode, kind = stack.pop()
         kind_of = node.type
-        if kind_of in _INERT or node.is_missing:
+        if kind_of not in _SPECIAL:  # most nodes: only their children matter
+            stack.extend([(c, scope, mode, "value") for c in node.named_children])
+            continue
+        if kind_of in _INERT:
             continue
         if kind_of == "identifier":
             if mode == _EXPR:
