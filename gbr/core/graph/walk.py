@@ -44,7 +44,7 @@ _SPECIAL = _INERT | frozenset(
     {"identifier", "type_identifier", "constructor_name", "remote_type_identifier"}
     | {"remote_constructor_name", "field_access", "function", "anonymous_function"}
     | {"external_function", "block", "function_call", "binary_expression", "case_clause"}
-    | {"constant", "data_constructor", *_BINDS}
+    | {"constant", "data_constructor", "argument", *_BINDS}
 )
 
 
@@ -59,11 +59,17 @@ def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
             continue
         if kind_of in _INERT:
             continue
+        if kind_of == "argument" and mode == _EXPR:
+            # `f(name:)` is short for `f(name: name)`: the label is also a name read.
+            label = node.child_by_field_name("label")
+            shorthand = label is not None and node.child_by_field_name("value") is None
+            if shorthand and (hit := _read(node_text(label, text), scope, names, "value")):
+                yield label, hit[1], hit[0]
+            stack.extend([(c, scope, mode, "value") for c in node.named_children])
+            continue
         if kind_of == "identifier":
-            if mode == _EXPR:
-                name = node_text(node, text)
-                if name not in scope and (hit := names.value(name, kind)):
-                    yield node, hit[1], hit[0]
+            if mode == _EXPR and (hit := _read(node_text(node, text), scope, names, kind)):
+                yield node, hit[1], hit[0]
             continue
         if kind_of == "type_identifier":
             if target := names.type(node_text(node, text)):
@@ -169,6 +175,13 @@ def _bindings(pattern: Node, text: bytes) -> frozenset[str]:
         elif node.type not in _NOT_BINDING:
             stack.extend(node.named_children)
     return frozenset(names)
+
+
+def _read(
+    name: str, scope: frozenset[str], names: FileScope, kind: RefKind
+) -> tuple[Target, RefKind] | None:
+    """A bare lowercase name, unless a local binding shadows it."""
+    return None if name in scope else names.value(name, kind)
 
 
 def _qualified(

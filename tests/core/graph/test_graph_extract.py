@@ -340,6 +340,25 @@ def test_parameters_and_lets_shadow_top_level_definitions(parser: Parser) -> Non
     }
 
 
+def test_label_shorthand_reads_the_name_it_spells(parser: Parser) -> None:
+    source = (
+        'const name = "x"\n'
+        "pub type P {\n  P(name: String, age: Int)\n}\n"
+        "pub fn f(age) {\n"
+        "  P(name:, age:)\n"  # `name:` reads the constant, `age:` the parameter
+        "}\n"
+        "pub fn g(p) {\n"
+        "  let P(name:, ..) = p\n"  # in a pattern the shorthand binds `name`
+        "  name\n"
+        "}\n"
+    )
+    assert refs(parser, source) == {
+        (6, "constructor", f"{ME}.P"),
+        (6, "constant", f"{ME}.name"),
+        (9, "constructor", f"{ME}.P"),
+    }
+
+
 def test_a_local_named_as_a_module_alias(parser: Parser) -> None:
     # The compiler reads `request.body` as the local's field, and falls back to the module
     # where the local has no such field: `result.try(...)` on a Result parameter.
