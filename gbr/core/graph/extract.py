@@ -41,7 +41,7 @@ def file_graph(source: SourceFile, parser: Parser) -> FileGraph:
     try:
         root = parse_yielding(parser, content).root_node
     except Exception as exc:  # a parser failure costs this file its graph
-        log.warning("graph_parse_failed", path=source.path, error=str(exc))
+        log().warning("graph_parse_failed", path=source.path, error=str(exc))
         return FileGraph(source.path, source.module)
     return extract_file_graph(source, root, parser)
 
@@ -61,7 +61,7 @@ def extract_file_graph(source: SourceFile, root: Node, parser: Parser | None = N
     try:
         nodes = _intact_nodes(root, content, parser)
     except Exception as exc:  # never lose the index run over the graph
-        log.warning("graph_extract_failed", path=source.path, error=str(exc))
+        log().warning("graph_extract_failed", path=source.path, error=str(exc))
         return FileGraph(source.path, source.module)
     return _graph(source, content, nodes)
 
@@ -95,7 +95,7 @@ def _graph(source: SourceFile, content: bytes, nodes: Sequence[Node]) -> FileGra
             try:
                 references.extend(_references(source.path, node, scope, content))
             except Exception as exc:  # one odd definition loses only its own edges
-                log.warning("graph_extract_failed", path=source.path, error=str(exc))
+                log().warning("graph_extract_failed", path=source.path, error=str(exc))
     references.sort(key=lambda r: (r.line, r.col))
     return FileGraph(
         path=source.path,

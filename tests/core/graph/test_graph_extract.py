@@ -7,6 +7,7 @@ file under test is module `app/thing` (src/app/thing.gleam).
 from __future__ import annotations
 
 import pytest
+import structlog.testing
 from tree_sitter import Parser
 
 from gbr.core.chunker import new_parser
@@ -442,6 +443,16 @@ def test_empty_binary_or_garbage_input_does_not_raise(parser: Parser, content: b
     g = graph(parser, content)
     assert g.path == "src/app/thing.gleam"
     assert g.references == ()
+
+
+def test_a_parser_that_fails_gives_an_empty_graph_and_a_warning() -> None:
+    # A real parser with no language set: tree-sitter refuses to parse.
+    with structlog.testing.capture_logs() as events:
+        g = file_graph(source_file("pub fn f() { f() }\n"), Parser())
+    assert (g.imports, g.symbols, g.references) == ((), (), ())
+    assert [(e["event"], e["path"]) for e in events] == [
+        ("graph_parse_failed", "src/app/thing.gleam")
+    ]
 
 
 def test_not_utf8_gives_an_empty_graph(parser: Parser) -> None:
