@@ -12,6 +12,7 @@ is at hand to parse the damaged ranges again (see gbr.core.parse_damage).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from tree_sitter import Node, Parser
 
@@ -20,7 +21,15 @@ from gbr.core.graph.scope import FileScope
 from gbr.core.graph.walk import node_text as _text
 from gbr.core.graph.walk import walk
 from gbr.core.oversize import parse_yielding
-from gbr.core.parse_damage import is_damaged, parsed_alone, salvage, top_level
+from gbr.core.parse_damage import (
+    Lost,
+    dropped_nodes,
+    is_damaged,
+    is_type_variable_gap,
+    parsed_alone,
+    salvage,
+    top_level,
+)
 from gbr.core.records import SourceFile
 from gbr.core.telemetry import log
 
@@ -32,6 +41,10 @@ _DEFINITIONS: dict[str, SymbolKind] = {
     "type_alias": "type_alias",
     "constant": "constant",
     "external_type": "external_type",
+}
+# What may stand at the top level; anything else is a stray the compiler would reject.
+_TOP_LEVEL = {*_DEFINITIONS, "import", "statement_comment", "comment", "attribute"} | {
+    "module_comment"
 }
 
 
@@ -67,16 +80,32 @@ def extract_file_graph(source: SourceFile, root: Node, parser: Parser | None = N
 
 
 def _intact_nodes(root: Node, content: bytes, parser: Parser | None) -> list[Node]:
-    nodes = top_level(root)
-    if not any(is_damaged(n) for n in nodes):
+    """The top-level nodes the chunker keeps, by the same rules (gbr.core.parse_damage).
+
+    Damaged or stray nodes go, with everything sharing a line with them and the comments
+    glued above them; when no definition survives, the chunker drops the file, and so do we.
+    """
+    nodes: list[Any] = top_level(root)
+    bad = [n for n in nodes if _is_bad(n)]
+    if bad and parser is not None:  # damaged only by recovery from an error elsewhere
+        nodes = [(parsed_alone(parser, content, n) or n) if _is_bad(n) else n for n in nodes]
+        bad = [n for n in nodes if _is_bad(n)]
+    if root.has_error and not bad and not any(is_type_variable_gap(n) for n in nodes):
+        return []  # an error outside every top-level node: nothing can be trusted
+    if not bad:
         return nodes
-    if parser is None:
-        return [n for n in nodes if not is_damaged(n)]
-    nodes = [(parsed_alone(parser, content, n) or n) if is_damaged(n) else n for n in nodes]
-    if any(is_damaged(n) for n in nodes):
+    if parser is not None:  # definitions swallowed by a damaged node are given back
         lines = [row.removesuffix(b"\r").decode("utf-8") for row in content.split(b"\n")]
-        nodes = salvage(parser, content, lines, nodes, is_damaged)
-    return [n for n in nodes if isinstance(n, Node) and not is_damaged(n)]
+        nodes = salvage(parser, content, lines, nodes, _is_bad)
+        bad = [n for n in nodes if isinstance(n, Lost) or _is_bad(n)]
+    dropped = dropped_nodes(nodes, bad)
+    kept = [n for n in nodes if n.id not in dropped]
+    return kept if any(n.type in _DEFINITIONS for n in kept) else []
+
+
+def _is_bad(node: Node) -> bool:
+    """Damaged, or something that may not stand at the top level."""
+    return node.type not in _TOP_LEVEL or is_damaged(node)
 
 
 def _graph(source: SourceFile, content: bytes, nodes: Sequence[Node]) -> FileGraph:

@@ -10,10 +10,12 @@ import pytest
 import structlog.testing
 from tree_sitter import Parser
 
-from gbr.core.chunker import new_parser
+from gbr.core.chunker import chunk_file, new_parser
+from gbr.core.embedder import OnnxEmbedder
 from gbr.core.graph.extract import extract_file_graph, file_graph
 from gbr.core.graph.model import FileGraph, Import, Symbol
 from gbr.core.oversize import parse_yielding
+from gbr.core.records import FileProblem
 from tests.conftest import REPO
 from tests.core.test_chunker import source_file
 
@@ -433,6 +435,26 @@ def test_a_broken_function_loses_only_its_own_edges(parser: Parser) -> None:
     bare = extract_file_graph(source_file(content), parse_yielding(parser, content).root_node)
     assert "broken" not in {s.name for s in bare.symbols}
     assert (2, "add") in {(r.line, r.target_name) for r in bare.references}
+
+
+def test_a_damaged_file_keeps_exactly_the_definitions_the_chunker_keeps(
+    parser: Parser, model: OnnxEmbedder
+) -> None:
+    # Every example file cut short at three points (mid-edit), and the deliberately broken
+    # one: the graph's definitions are the chunks' definitions, no more and no less.
+    compared = damaged = 0
+    for file in sorted((REPO / "examples").rglob("*.gleam")):
+        data = file.read_bytes()
+        for cut in (len(data) // 3, len(data) // 2, 2 * len(data) // 3, len(data)):
+            source = source_file(data[:cut], "src/" + file.name)
+            result = chunk_file(source, parser, model.count_tokens)
+            chunks = [] if isinstance(result, FileProblem) else getattr(result, "chunks", result)
+            damaged += not isinstance(result, list)
+            expected = sorted(c.name for c in chunks if c.kind != "module" and c.part == 0)
+            got = sorted(s.name for s in file_graph(source, parser).symbols if not s.parent)
+            assert got == expected, (file.name, cut)
+            compared += 1
+    assert damaged > 20 and compared > 100
 
 
 @pytest.mark.parametrize(
