@@ -39,6 +39,10 @@ _NOT_BINDING = frozenset(
     | {"remote_constructor_name", "bit_string_segment_options"}
 )
 _BINDS = {"let": "pattern", "let_assert": "pattern", "use": "assignments"}
+# Operators the compiler binds looser than `|>` (concatenation, comparison, boolean).
+_LOOSER_THAN_PIPE = frozenset(
+    {"<>", "==", "!=", "<", ">", "<=", ">=", "<.", ">.", "<=.", ">=.", "&&", "||"}
+)
 # Every node type the walk treats in its own way (the hot loop tests this set first).
 _SPECIAL = _INERT | frozenset(
     {"identifier", "type_identifier", "constructor_name", "remote_type_identifier"}
@@ -122,10 +126,9 @@ def _children(
             out.append((callee, scope, _EXPR, how))
         return out
     if kind_of == "binary_expression" and mode == _EXPR:
-        operator = node.child_by_field_name("operator")
-        right = node.child_by_field_name("right")
-        piped: RefKind = "pipe" if operator is not None and operator.type == "|>" else "value"
-        return [(c, scope, _EXPR, piped if c == right else "value") for c in node.named_children]
+        if _operator(node) != "|>":
+            return [(c, scope, _EXPR, "value") for c in node.named_children]
+        return list(_piped(node, scope))
     if kind_of in _BINDS:
         bound = node.child_by_field_name(_BINDS[kind_of])
         value = node.child_by_field_name("value")
@@ -146,6 +149,35 @@ def _children(
         args = node.child_by_field_name("arguments")
         return [] if args is None else [(args, scope, mode, "value")]
     return [(c, scope, mode, "value") for c in node.named_children]
+
+
+def _piped(
+    pipe: Node, scope: frozenset[str]
+) -> Iterator[tuple[Node, frozenset[str], int, RefKind]]:
+    """The operands of `a |> f`, with `f` marked as piped into.
+
+    The grammar binds `|>` looser than the compiler does: it reads `xs |> f <> "]"` as
+    `xs |> (f <> "]")`, where Gleam means `(xs |> f) <> "]"`. The function piped into is
+    then the leftmost operand under the looser operators, and the rest is plain values.
+    """
+    target = pipe.child_by_field_name("right")
+    for child in pipe.named_children:
+        if child != target:
+            yield child, scope, _EXPR, "value"
+    while target is not None and target.type == "binary_expression":
+        if _operator(target) not in _LOOSER_THAN_PIPE:
+            break
+        for child in target.named_children:
+            if child != target.child_by_field_name("left"):
+                yield child, scope, _EXPR, "value"
+        target = target.child_by_field_name("left")
+    if target is not None:
+        yield target, scope, _EXPR, "pipe"
+
+
+def _operator(node: Node) -> str:
+    operator = node.child_by_field_name("operator")
+    return operator.type if operator is not None else ""
 
 
 def _statements(

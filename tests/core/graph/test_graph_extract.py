@@ -117,6 +117,26 @@ def test_pipes_to_a_name_a_qualified_name_and_a_call(parser: Parser) -> None:
     }
 
 
+def test_a_pipe_binds_tighter_than_concatenation_and_comparison(parser: Parser) -> None:
+    # Gleam reads `xs |> render <> "]"` as `(xs |> render) <> "]"`; the grammar nests the
+    # other way, and the function piped into must still be found.
+    source = (
+        "fn render(xs) { xs }\n"
+        "fn size(xs) { 0 }\n"
+        "pub fn f(xs) {\n"
+        '  xs |> render <> "]"\n'
+        "  xs |> size == 0 && xs |> size > 1\n"
+        "}\n"
+    )
+    assert refs(parser, source) == {
+        (4, "pipe", f"{ME}.render"),
+        (5, "pipe", f"{ME}.size"),
+    }
+    # ...and both `size` of line 5 are pipes, not one of them a value.
+    kinds = [r.kind for r in graph(parser, source).references if r.line == 5]
+    assert kinds == ["pipe", "pipe"]
+
+
 def test_captures(parser: Parser) -> None:
     source = (
         "import gleam/list\n"
