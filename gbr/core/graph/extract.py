@@ -1,8 +1,13 @@
 """One file's part of the code graph: its imports, its definitions, the names it uses.
 
 Everything is read from the tree-sitter tree the chunker already parses; names are resolved
-within the file (gbr.core.graph.scope) and positions are 1-based lines and columns in
-characters, as an editor counts them (tree-sitter counts columns in bytes).
+within the file (gbr.core.graph.scope), scope-aware (gbr.core.graph.walk), and positions are
+1-based lines and columns in characters, as an editor counts them (tree-sitter counts columns
+in bytes). A reference sits at the referenced name itself: `map` in `list.map(xs, f)`.
+
+What is not an edge: locals, prelude names (`Int`, `Ok`, ... unless the file defines or
+imports its own), and bare names the file neither defines nor imports. An imported lowercase
+name read without a call is of kind "value": the file cannot tell a constant from a function.
 
 Never raises: a file that is not UTF-8 gives an empty graph (the chunker drops it whole), and
 a damaged file gives what parsed intact, the same definitions the chunker keeps when a parser
@@ -72,11 +77,10 @@ def extract_file_graph(source: SourceFile, root: Node, parser: Parser | None = N
     except UnicodeDecodeError:
         return FileGraph(source.path, source.module)
     try:
-        nodes = _intact_nodes(root, content, parser)
+        return _graph(source, content, _intact_nodes(root, content, parser))
     except Exception as exc:  # never lose the index run over the graph
         log().warning("graph_extract_failed", path=source.path, error=str(exc))
         return FileGraph(source.path, source.module)
-    return _graph(source, content, nodes)
 
 
 def _intact_nodes(root: Node, content: bytes, parser: Parser | None) -> list[Node]:
