@@ -1,8 +1,13 @@
 """One file's part of the code graph: its imports, its definitions, the names it uses.
 
 Everything is read from the tree-sitter tree the chunker already parses; names are resolved
-within the file (gbr.core.graph.scope) and positions are 1-based lines and columns in
-characters, as an editor counts them (tree-sitter counts columns in bytes).
+within the file (gbr.core.graph.scope), scope-aware (gbr.core.graph.walk), and positions are
+1-based lines and columns in characters, as an editor counts them (tree-sitter counts columns
+in bytes). A reference sits at the referenced name itself: `map` in `list.map(xs, f)`.
+
+What is not an edge: locals, prelude names (`Int`, `Ok`, ... unless the file defines or
+imports its own), and bare names the file neither defines nor imports. An imported lowercase
+name read without a call is of kind "value": the file cannot tell a constant from a function.
 
 Never raises: a file that is not UTF-8 gives an empty graph (the chunker drops it whole), and
 a damaged file gives what parsed intact, the same definitions the chunker keeps when a parser
@@ -12,6 +17,7 @@ is at hand to parse the damaged ranges again (see gbr.core.parse_damage).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from tree_sitter import Node, Parser
 
@@ -20,7 +26,15 @@ from gbr.core.graph.scope import FileScope
 from gbr.core.graph.walk import node_text as _text
 from gbr.core.graph.walk import walk
 from gbr.core.oversize import parse_yielding
-from gbr.core.parse_damage import is_damaged, parsed_alone, salvage, top_level
+from gbr.core.parse_damage import (
+    Lost,
+    dropped_nodes,
+    is_damaged,
+    is_type_variable_gap,
+    parsed_alone,
+    salvage,
+    top_level,
+)
 from gbr.core.records import SourceFile
 from gbr.core.telemetry import log
 
@@ -33,6 +47,10 @@ _DEFINITIONS: dict[str, SymbolKind] = {
     "constant": "constant",
     "external_type": "external_type",
 }
+# What may stand at the top level; anything else is a stray the compiler would reject.
+_TOP_LEVEL = {*_DEFINITIONS, "import", "statement_comment", "comment", "attribute"} | {
+    "module_comment"
+}
 
 
 def file_graph(source: SourceFile, parser: Parser) -> FileGraph:
@@ -41,7 +59,7 @@ def file_graph(source: SourceFile, parser: Parser) -> FileGraph:
     try:
         root = parse_yielding(parser, content).root_node
     except Exception as exc:  # a parser failure costs this file its graph
-        log.warning("graph_parse_failed", path=source.path, error=str(exc))
+        log().warning("graph_parse_failed", path=source.path, error=str(exc))
         return FileGraph(source.path, source.module)
     return extract_file_graph(source, root, parser)
 
@@ -59,24 +77,39 @@ def extract_file_graph(source: SourceFile, root: Node, parser: Parser | None = N
     except UnicodeDecodeError:
         return FileGraph(source.path, source.module)
     try:
-        nodes = _intact_nodes(root, content, parser)
+        return _graph(source, content, _intact_nodes(root, content, parser))
     except Exception as exc:  # never lose the index run over the graph
-        log.warning("graph_extract_failed", path=source.path, error=str(exc))
+        log().warning("graph_extract_failed", path=source.path, error=str(exc))
         return FileGraph(source.path, source.module)
-    return _graph(source, content, nodes)
 
 
 def _intact_nodes(root: Node, content: bytes, parser: Parser | None) -> list[Node]:
-    nodes = top_level(root)
-    if not any(is_damaged(n) for n in nodes):
+    """The top-level nodes the chunker keeps, by the same rules (gbr.core.parse_damage).
+
+    Damaged or stray nodes go, with everything sharing a line with them and the comments
+    glued above them; when no definition survives, the chunker drops the file, and so do we.
+    """
+    nodes: list[Any] = top_level(root)
+    bad = [n for n in nodes if _is_bad(n)]
+    if bad and parser is not None:  # damaged only by recovery from an error elsewhere
+        nodes = [(parsed_alone(parser, content, n) or n) if _is_bad(n) else n for n in nodes]
+        bad = [n for n in nodes if _is_bad(n)]
+    if root.has_error and not bad and not any(is_type_variable_gap(n) for n in nodes):
+        return []  # an error outside every top-level node: nothing can be trusted
+    if not bad:
         return nodes
-    if parser is None:
-        return [n for n in nodes if not is_damaged(n)]
-    nodes = [(parsed_alone(parser, content, n) or n) if is_damaged(n) else n for n in nodes]
-    if any(is_damaged(n) for n in nodes):
+    if parser is not None:  # definitions swallowed by a damaged node are given back
         lines = [row.removesuffix(b"\r").decode("utf-8") for row in content.split(b"\n")]
-        nodes = salvage(parser, content, lines, nodes, is_damaged)
-    return [n for n in nodes if isinstance(n, Node) and not is_damaged(n)]
+        nodes = salvage(parser, content, lines, nodes, _is_bad)
+        bad = [n for n in nodes if isinstance(n, Lost) or _is_bad(n)]
+    dropped = dropped_nodes(nodes, bad)
+    kept = [n for n in nodes if n.id not in dropped]
+    return kept if any(n.type in _DEFINITIONS for n in kept) else []
+
+
+def _is_bad(node: Node) -> bool:
+    """Damaged, or something that may not stand at the top level."""
+    return node.type not in _TOP_LEVEL or is_damaged(node)
 
 
 def _graph(source: SourceFile, content: bytes, nodes: Sequence[Node]) -> FileGraph:
@@ -95,7 +128,7 @@ def _graph(source: SourceFile, content: bytes, nodes: Sequence[Node]) -> FileGra
             try:
                 references.extend(_references(source.path, node, scope, content))
             except Exception as exc:  # one odd definition loses only its own edges
-                log.warning("graph_extract_failed", path=source.path, error=str(exc))
+                log().warning("graph_extract_failed", path=source.path, error=str(exc))
     references.sort(key=lambda r: (r.line, r.col))
     return FileGraph(
         path=source.path,

@@ -5,6 +5,12 @@ bindings, case patterns), so that a local never resolves to a top-level definiti
 same spelling: in `fn f(map) { map }` the body reads the parameter, not a function `map`.
 A `let` binds for the statements after it, not for its own value (`let x = x + 1`).
 
+A local with a module alias's spelling is subtler: the compiler reads `x.f` as a record
+field first and falls back to the module, so `result.try(…)` calls gleam/result even inside
+`fn f(result: Result(a, b))` (seen in squirrel), while `request.body` with a local `request`
+is the local's field. Without types we keep that split by use: a called `alias.f` is the
+module's, a read one is the local's.
+
 The walk is iterative (an explicit stack): a pipeline of a thousand steps is a left-nested
 tree a thousand levels deep, which would overflow Python's recursion limit.
 """
@@ -33,6 +39,17 @@ _NOT_BINDING = frozenset(
     | {"remote_constructor_name", "bit_string_segment_options"}
 )
 _BINDS = {"let": "pattern", "let_assert": "pattern", "use": "assignments"}
+# Operators the compiler binds looser than `|>` (concatenation, comparison, boolean).
+_LOOSER_THAN_PIPE = frozenset(
+    {"<>", "==", "!=", "<", ">", "<=", ">=", "<.", ">.", "<=.", ">=.", "&&", "||"}
+)
+# Every node type the walk treats in its own way (the hot loop tests this set first).
+_SPECIAL = _INERT | frozenset(
+    {"identifier", "type_identifier", "constructor_name", "remote_type_identifier"}
+    | {"remote_constructor_name", "field_access", "function", "anonymous_function"}
+    | {"external_function", "block", "function_call", "binary_expression", "case_clause"}
+    | {"constant", "data_constructor", "argument", *_BINDS}
+)
 
 
 def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
@@ -41,13 +58,22 @@ def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
     while stack:
         node, scope, mode, kind = stack.pop()
         kind_of = node.type
-        if kind_of in _INERT or node.is_missing:
+        if kind_of not in _SPECIAL:  # most nodes: only their children matter
+            stack.extend([(c, scope, mode, "value") for c in node.named_children])
+            continue
+        if kind_of in _INERT:
+            continue
+        if kind_of == "argument" and mode == _EXPR:
+            # `f(name:)` is short for `f(name: name)`: the label is also a name read.
+            label = node.child_by_field_name("label")
+            shorthand = label is not None and node.child_by_field_name("value") is None
+            if shorthand and (hit := _read(node_text(label, text), scope, names, "value")):
+                yield label, hit[1], hit[0]
+            stack.extend([(c, scope, mode, "value") for c in node.named_children])
             continue
         if kind_of == "identifier":
-            if mode == _EXPR:
-                name = node_text(node, text)
-                if name not in scope and (hit := names.value(name, kind)):
-                    yield node, hit[1], hit[0]
+            if mode == _EXPR and (hit := _read(node_text(node, text), scope, names, kind)):
+                yield node, hit[1], hit[0]
             continue
         if kind_of == "type_identifier":
             if target := names.type(node_text(node, text)):
@@ -63,7 +89,9 @@ def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
                 yield found[0], ref_kind, found[1]
             continue
         if kind_of == "field_access" and mode == _EXPR:
-            if found := _qualified(node, names, text, scope):
+            # A called `alias.name` is the module's even where a local has the alias's
+            # spelling (see the module docstring); read as a value, the local's field.
+            if found := _qualified(node, names, text, scope if kind == "value" else frozenset()):
                 yield found[0], kind, found[1]
             elif (record := node.child_by_field_name("record")) is not None:
                 stack.append((record, scope, _EXPR, "value"))
@@ -98,10 +126,9 @@ def _children(
             out.append((callee, scope, _EXPR, how))
         return out
     if kind_of == "binary_expression" and mode == _EXPR:
-        operator = node.child_by_field_name("operator")
-        right = node.child_by_field_name("right")
-        piped: RefKind = "pipe" if operator is not None and operator.type == "|>" else "value"
-        return [(c, scope, _EXPR, piped if c == right else "value") for c in node.named_children]
+        if _operator(node) != "|>":
+            return [(c, scope, _EXPR, "value") for c in node.named_children]
+        return list(_piped(node, scope))
     if kind_of in _BINDS:
         bound = node.child_by_field_name(_BINDS[kind_of])
         value = node.child_by_field_name("value")
@@ -122,6 +149,35 @@ def _children(
         args = node.child_by_field_name("arguments")
         return [] if args is None else [(args, scope, mode, "value")]
     return [(c, scope, mode, "value") for c in node.named_children]
+
+
+def _piped(
+    pipe: Node, scope: frozenset[str]
+) -> Iterator[tuple[Node, frozenset[str], int, RefKind]]:
+    """The operands of `a |> f`, with `f` marked as piped into.
+
+    The grammar binds `|>` looser than the compiler does: it reads `xs |> f <> "]"` as
+    `xs |> (f <> "]")`, where Gleam means `(xs |> f) <> "]"`. The function piped into is
+    then the leftmost operand under the looser operators, and the rest is plain values.
+    """
+    target = pipe.child_by_field_name("right")
+    for child in pipe.named_children:
+        if child != target:
+            yield child, scope, _EXPR, "value"
+    while target is not None and target.type == "binary_expression":
+        if _operator(target) not in _LOOSER_THAN_PIPE:
+            break
+        for child in target.named_children:
+            if child != target.child_by_field_name("left"):
+                yield child, scope, _EXPR, "value"
+        target = target.child_by_field_name("left")
+    if target is not None:
+        yield target, scope, _EXPR, "pipe"
+
+
+def _operator(node: Node) -> str:
+    operator = node.child_by_field_name("operator")
+    return operator.type if operator is not None else ""
 
 
 def _statements(
@@ -151,6 +207,13 @@ def _bindings(pattern: Node, text: bytes) -> frozenset[str]:
         elif node.type not in _NOT_BINDING:
             stack.extend(node.named_children)
     return frozenset(names)
+
+
+def _read(
+    name: str, scope: frozenset[str], names: FileScope, kind: RefKind
+) -> tuple[Target, RefKind] | None:
+    """A bare lowercase name, unless a local binding shadows it."""
+    return None if name in scope else names.value(name, kind)
 
 
 def _qualified(
