@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query
 from fastapi.params import Depends
 
-from gbr.core.errors import NameNotFoundError
+from gbr.core.errors import GraphMissingError, IndexEmptyError, NameNotFoundError
 from gbr.core.graph.store import MAX_DEPTH
 from gbr.daemon.gate import error_response
 from gbr.graph_access import answer
@@ -27,7 +27,10 @@ Name = Annotated[
     ),
 ]
 Depth = Annotated[int, Query(ge=1, le=MAX_DEPTH, description="How many calls away to follow.")]
-_NOT_FOUND = {404: {"description": "No definition or reference has this name (with a hint)."}}
+_NOT_FOUND = {
+    404: {"description": "No definition or reference has this name (with a hint)."},
+    409: {"description": "An unknown name while the first pass still runs (`Retry-After`)."},
+}
 
 
 def add_graph_routes(
@@ -39,7 +42,17 @@ def add_graph_routes(
     def ask(op: str, name: str | None, depth: int = 1) -> Any:
         try:
             return answer(daemon.store, op, name, depth)
-        except NameNotFoundError as exc:
+        except (NameNotFoundError, GraphMissingError, IndexEmptyError) as exc:
+            if not daemon.first_pass.is_set():  # the graph fills as the first pass goes
+                return error_response(
+                    409,
+                    f"the index is being built (the daemon's first pass over "
+                    f"{daemon.config.root}); try again in a moment",
+                    IndexEmptyError.__name__,
+                    **{"retry-after": "5"},
+                )
+            if not isinstance(exc, NameNotFoundError):
+                raise
             return error_response(404, str(exc), type(exc).__name__)
 
     @app.get("/graph/refs", dependencies=auth, responses=responses, tags=["graph"])

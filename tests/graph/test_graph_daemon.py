@@ -98,3 +98,26 @@ def test_the_routes_answer_errors_as_one_json_line_and_stay_behind_the_gate(
         "refs", "pars", cwd=daemon.root, env=clean_env(tmp_path / "home", GBR_TOKEN="s3cret")
     )
     assert done.returncode == 1 and "did you mean" in done.stderr
+
+
+def test_an_unknown_name_before_the_first_pass_says_to_wait(
+    small_example: Path, model, tmp_path: Path
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from gbr.daemon.app import create_app
+    from gbr.daemon.service import Daemon, DaemonConfig
+
+    daemon = Daemon(DaemonConfig(root=small_example, db=tmp_path / "index.duckdb"), model)
+    daemon.open()
+    try:
+        client = TestClient(create_app(daemon), base_url="http://127.0.0.1")
+        early = client.get("/graph/callers?name=isbn.parse")
+        assert early.status_code == 409, early.text
+        assert early.headers["retry-after"] == "5"
+        assert "first pass" in early.json()["error"]
+        client.post("/index", json={})
+        assert client.get("/graph/callers?name=isbn.parse").status_code == 200
+        assert client.get("/graph/callers?name=nothing_here").status_code == 404
+    finally:
+        daemon.close()

@@ -9,7 +9,12 @@ import pytest
 
 from gbr.core.chunker import CHUNKER_VERSION
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import AmbiguousNameError, GraphMissingError, NameNotFoundError
+from gbr.core.errors import (
+    AmbiguousNameError,
+    GraphMissingError,
+    IndexEmptyError,
+    NameNotFoundError,
+)
 from gbr.core.graph.model import FileGraph
 from gbr.core.graph.store import GraphReader
 from gbr.core.records import FileProblem
@@ -176,3 +181,8 @@ def test_opening_an_index_from_before_the_graph_re_reads_every_file(tmp_path, mo
     assert {s.content_hash for s in store.file_states().values()} == {""}
     assert store.meta()["graph_version"]
     assert store.con.execute("SELECT count(*) FROM graph_refs").fetchone() == (0,)
+
+
+def test_an_index_that_holds_nothing_yet_says_to_run_index(tmp_path):
+    with Store.open(tmp_path / "new.duckdb") as empty, pytest.raises(IndexEmptyError):
+        GraphReader(empty).callers("set_cookie")

@@ -18,7 +18,12 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from gbr.core.errors import AmbiguousNameError, GraphMissingError, NameNotFoundError
+from gbr.core.errors import (
+    AmbiguousNameError,
+    GraphMissingError,
+    IndexEmptyError,
+    NameNotFoundError,
+)
 from gbr.core.graph.model import FileGraph
 
 # Bumped when extraction changes what it finds: an index of another version re-reads every
@@ -164,6 +169,8 @@ class GraphReader:
     def check(self) -> None:
         """One line to re-index when the index predates the graph or another version of it."""
         meta = dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+        if not meta.get("schema_version"):
+            raise IndexEmptyError("the index holds nothing yet; run `gleambrctl index` first")
         have = meta.get("graph_version")
         if have is None:
             raise GraphMissingError(
