@@ -98,15 +98,11 @@ def replace(con: duckdb.DuckDBPyConnection, path: str, graph: FileGraph | None) 
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, items: list[tuple[Any, ...]]) -> None:
-    """One bulk INSERT through Arrow: per-row statements cost ~0.1 ms each in DuckDB."""
+    """One bulk INSERT through Arrow: ~2 ms for a file's 130 references, where
+    `executemany` took 400 ms and a multi-row VALUES 570 ms (measured on 2 loaded cores)."""
     names = [c.split()[0] for c in _SCHEMA[table].split(", ")]
     arrow = pa.table({name: [row[i] for row in items] for i, name in enumerate(names)})
-    view = f"new_{table}"
-    con.register(view, arrow)
-    try:
-        con.execute(f"INSERT INTO {table} SELECT * FROM {view}")
-    finally:
-        con.unregister(view)
+    con.from_arrow(arrow).insert_into(table)
 
 
 # ------------------------------------------------------------------------------- reading
