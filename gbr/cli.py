@@ -982,8 +982,9 @@ def settings_command(
     """Show or change this package's settings (.gbr/settings.toml beside the index).
 
     A flag given on the command line wins over a setting for that run. Settings apply to
-    `index`, `serve` and `mcp` (include_deps, max_file_size, ignore) and to `search`
-    (k, mode, tests). `gleambrctl settings k 5`; `gleambrctl settings ignore --unset`.
+    `index`, `serve` and `mcp` (include_deps, max_file_size, ignore), to `index` and `serve`
+    (embed_cache, device) and to `search` (k, mode, tests). `gleambrctl settings k 5`;
+    `gleambrctl settings ignore --unset`.
     """
     with _errors(debug):
         from gbr.core.errors import ConfigError

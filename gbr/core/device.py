@@ -60,7 +60,9 @@ def fallback(choice: DeviceChoice, reason: str) -> DeviceChoice:
 
 
 def announce(choice: DeviceChoice, warn: Callable[[str], None], info: Callable[..., Any]) -> None:
-    """One line when an explicit `cuda` falls back; a telemetry event in every other case."""
-    info("embed_device", asked=choice.asked, device=choice.device, reason=choice.reason)
+    """One line when an explicit `cuda` falls back; else a telemetry event, unless the CPU
+    was asked for (`search` loads the model that way, and configures no events)."""
+    if choice.asked != "cpu":
+        info("embed_device", asked=choice.asked, device=choice.device, reason=choice.reason)
     if choice.asked == "cuda" and choice.reason is not None:
         warn(f"--device cuda: {choice.reason}; using CPU")

@@ -37,9 +37,9 @@ SWITCH_ENV = "GBR_EMBED_CACHE"  # off, false, no or 0 turns the cache off
 SIZE_ENV = "GBR_EMBED_CACHE_SIZE"  # a size like 512MB
 DEFAULT_MAX_BYTES = 512_000_000
 # SQLite bytes per cached vector beyond the vector itself: the 32-byte key twice (row and
-# unique index), the `used` index, cell headers and page slack (measured: 2.0 KB a row at
+# unique index), the `used` index, cell headers and page slack (measured: 2.13-2.19 KB a row at
 # 384 dimensions, tests/core/test_embed_cache.py checks the bound).
-ROW_OVERHEAD = 512
+ROW_OVERHEAD = 700
 BUSY_TIMEOUT = 10.0  # seconds a writer waits for the other process's turn before giving up
 TOUCH_AFTER = 600  # seconds; a hit refreshes `used` no more often, so lookups rarely write
 EVICT_TO = 0.9  # past the cap, the oldest go until this share of it is left
@@ -116,7 +116,9 @@ class EmbedCache:
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
-        found = self._guarded(lambda conn: self._lookup(conn, wanted)) or {}
+        found = self._guarded(lambda conn: self._lookup(conn, wanted))
+        if found is None:  # off: nothing was asked of it
+            return {}
         self.stats.hits += len(found)
         self.stats.misses += len(wanted) - len(found)
         return found
@@ -197,23 +199,25 @@ class EmbedCache:
         rows = [
             (bytes.fromhex(k), np.asarray(v, dtype=np.float32).tobytes(), now)
             for k, v in vectors.items()
-        ]
+        ][: self.max_rows]
         with _write(conn):
-            before = conn.total_changes
-            conn.executemany(
-                "INSERT OR IGNORE INTO vectors(key, vector, used) VALUES (?, ?, ?)", rows
-            )
-            added = conn.total_changes - before
-            count = _bump_rows(conn, added)
+            # Room first, so that the file never holds more than the cap (an INSERT OR
+            # IGNORE may add fewer rows than offered; the bound counts them all).
+            count = _bump_rows(conn, 0)
             evicted = 0
-            if count > self.max_rows:
-                over = count - int(self.max_rows * EVICT_TO)
+            if count + len(rows) > self.max_rows:
+                over = count + len(rows) - int(self.max_rows * EVICT_TO)
                 evicted = conn.execute(
                     "DELETE FROM vectors WHERE id IN "
                     "(SELECT id FROM vectors ORDER BY used, id LIMIT ?)",
                     (over,),
                 ).rowcount
-                _bump_rows(conn, -evicted)
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO vectors(key, vector, used) VALUES (?, ?, ?)", rows
+            )
+            added = conn.total_changes - before
+            _bump_rows(conn, added - evicted)
         self.stats.stored += added
         self.stats.evicted += evicted
         if evicted:
