@@ -231,7 +231,7 @@ def _engine_settings(
 
     settings = load_settings(db_path.parent)
     on = embed_cache if embed_cache is not None else settings.embed_cache is not False
-    chosen = device or settings.device or os.environ.get(DEVICE_ENV) or "auto"
+    chosen = device or os.environ.get(DEVICE_ENV) or settings.device or "auto"
     return (cache_config() if on else None), check_device(chosen)
 
 

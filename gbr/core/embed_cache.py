@@ -131,18 +131,9 @@ class EmbedCache:
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
                 self._conn = None
-
-    def summary(self) -> dict[str, Any]:
-        """This run's figures, for the index summary."""
-        return {
-            "hits": self.stats.hits,
-            "misses": self.stats.misses,
-            "stored": self.stats.stored,
-            "evicted": self.stats.evicted,
-            "off_reason": self.off_reason,
-        }
 
     # -- inside the lock
 
@@ -154,7 +145,7 @@ class EmbedCache:
                 if self._conn is None:
                     self._conn = _connect(self.config.path)
                 return work(self._conn)
-            except (sqlite3.Error, OSError) as exc:
+            except Exception as exc:  # an accelerator: whatever goes wrong, go on without it
                 self._turn_off(exc)
                 return None
 
@@ -165,9 +156,14 @@ class EmbedCache:
                 self._conn.close()
             self._conn = None
         log().warning("embed_cache_off", path=str(self.path), reason=self.off_reason)
+        fix = (
+            "another process held it too long; the next run uses it again"
+            if "locked" in str(exc)
+            else "delete the file (or fix its folder's permissions)"
+        )
         self._warn(
             f"the embed cache {self.path} cannot be used ({exc}); indexing goes on without it; "
-            f"delete the file (or fix its folder's permissions), or set {SWITCH_ENV}=off"
+            f"{fix}, or set {SWITCH_ENV}=off"
         )
 
     def _lookup(self, conn: sqlite3.Connection, wanted: list[str]) -> dict[str, np.ndarray]:
