@@ -548,6 +548,8 @@ def devcorpus_variants() -> list[Variant]:
         ),
         Variant("shipped", "hybrid", ranking=Ranking.default(), note="what search does now"),
     ]
+    for text in ("doc2", "name5", "no-module", "no-body"):
+        out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))
     return out
 
 
