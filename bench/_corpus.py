@@ -552,6 +552,9 @@ def bench_main(
     that is 1 when any target missed."""
     work = args.workdir or Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
+    # Every bench starts from an empty shared embed cache of its own (gbr.core.embed_cache):
+    # the user's would serve vectors a timed phase is meant to compute, and grow with bench data.
+    os.environ["GBR_HOME"] = str(work / "gbr-home")
     quiet_telemetry(work)
     results.setdefault("machine", machine())
     results.setdefault("args", {})["workdir"] = work

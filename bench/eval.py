@@ -57,6 +57,22 @@ class Variant:
 RERANK_CANDIDATES = 30
 
 
+_SHIPPED_PRIORS = Ranking.default().priors
+# Priors tried after the dev-half miss analysis, each on top of the shipped ones.
+ROUND_TWO: dict[str, Priors] = {
+    "p+literal1.5": replace(_SHIPPED_PRIORS, literal=1.5),
+    "p+literal3": replace(_SHIPPED_PRIORS, literal=3.0),
+    "p+howtotype0.85": replace(_SHIPPED_PRIORS, howto_type=0.85),
+    "p+howtotype0.7": replace(_SHIPPED_PRIORS, howto_type=0.7),
+    "p+howtotype0.5": replace(_SHIPPED_PRIORS, howto_type=0.5),
+    "p+widetypes": replace(_SHIPPED_PRIORS, wide_types=True),
+    "p+widetypes1.6": replace(_SHIPPED_PRIORS, wide_types=True, type_lean=1.6),
+    "p+all": replace(_SHIPPED_PRIORS, literal=2.0, howto_type=0.7, wide_types=True),
+    "p+all1.6": replace(
+        _SHIPPED_PRIORS, literal=2.0, howto_type=0.7, wide_types=True, type_lean=1.6
+    ),
+}
+
 PLAIN_RRF = Fusion(method="rrf", alpha=0.5, code_alpha=0.5, rrf_k=60, depth=50)
 VARIANTS: list[Variant] = [
     Variant("dense", "dense", note="code with a module/name/signature header"),
@@ -126,6 +142,10 @@ VARIANTS: list[Variant] = [
         ranking=Ranking(priors=Ranking.default().priors, ranker=load_ranker()),
         note="the default plus the learned ranker (GBR_RANKER=on)",
     ),
+    *[
+        Variant(name, "hybrid", ranking=Ranking(priors=prior), note="priors round two")
+        for name, prior in ROUND_TWO.items()
+    ],
 ]
 
 
@@ -507,6 +527,7 @@ def devcorpus_variants() -> list[Variant]:
         "+module0.6": replace(none, module_howto=0.6),
         "+module0.3": replace(none, module_howto=0.3),
         "+priors": FIT_PRIORS,
+        **ROUND_TWO,
     }
     for name, prior in priors.items():
         out.append(Variant(name, "hybrid", fusion=FIT_FUSION, ranking=Ranking(priors=prior)))
@@ -527,6 +548,8 @@ def devcorpus_variants() -> list[Variant]:
         ),
         Variant("shipped", "hybrid", ranking=Ranking.default(), note="what search does now"),
     ]
+    for text in ("doc2", "name5", "no-module", "no-body"):
+        out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))
     return out
 
 

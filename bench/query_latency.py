@@ -40,7 +40,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.search import MODES, Searcher
+from gbr.core.priors import Priors
+from gbr.core.search import MODES, Ranking, Searcher
 from gbr.core.store import Store
 
 HYBRID_P50_TARGET_MS = 50.0
@@ -127,6 +128,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--noise", type=float, default=0.3, help="relative noise norm on copied vectors")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--profile", action="store_true", help="cProfile the warm hybrid queries")
+    p.add_argument(
+        "--compare-priors",
+        action="store_true",
+        help="also time hybrid with the priors before issue 10's round two, interleaved",
+    )
     p.add_argument("--workdir", type=Path, default=None, help="where to build (default: a tmp dir)")
     p.add_argument("--keep", action="store_true", help="keep the work dir (and its indexes)")
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
@@ -307,25 +313,36 @@ def warm_graph(db: Path, rounds: int) -> dict[str, Any]:
 # -------------------------------------------------------------------------------- warm
 
 
+# The ranking stage before round two of issue 10's priors, for --compare-priors.
+PRIORS_BEFORE = Ranking(priors=Priors(tests="demote", aside=0.3, type_lean=1.3))
+
+
 def warm(db: Path, model: Any, queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
     with bc.open_read_only(db) as store:
         searcher = Searcher(store, model)
         load_s, _ = bc.timed(searcher.reload)
-        for mode in MODES:  # first calls: DuckDB plans the FTS macro, NumPy pages in
+        # (label, searcher, mode): every label is timed on every query, interleaved.
+        runs = [(mode, searcher, mode) for mode in MODES]
+        if getattr(args, "compare_priors", False):
+            before = Searcher(store, model, ranking=PRIORS_BEFORE)
+            before.reload()
+            runs.append(("hybrid@priors-before", before, "hybrid"))
+        labels = [label for label, _, _ in runs]
+        for _, who, mode in runs:  # first calls: DuckDB plans the FTS macro, NumPy pages in
             for q in queries[:3]:
-                searcher.search(q, k=args.k, mode=mode)
-        latencies: dict[str, list[float]] = {m: [] for m in MODES}
-        hits: dict[str, int] = {m: 0 for m in MODES}
-        round_p50: dict[str, list[float]] = {m: [] for m in MODES}
+                who.search(q, k=args.k, mode=mode)
+        latencies: dict[str, list[float]] = {m: [] for m in labels}
+        hits: dict[str, int] = {m: 0 for m in labels}
+        round_p50: dict[str, list[float]] = {m: [] for m in labels}
         with bc.PeakRss() as rss:
             for _ in range(max(1, args.rounds)):
-                this_round: dict[str, list[float]] = {m: [] for m in MODES}
+                this_round: dict[str, list[float]] = {m: [] for m in labels}
                 for q in queries:
-                    for mode in MODES:
+                    for label, who, mode in runs:
                         started = time.perf_counter()
-                        found = searcher.search(q, k=args.k, mode=mode)
-                        this_round[mode].append((time.perf_counter() - started) * 1000)
-                        hits[mode] += bool(found)
+                        found = who.search(q, k=args.k, mode=mode)
+                        this_round[label].append((time.perf_counter() - started) * 1000)
+                        hits[label] += bool(found)
                 for mode, values in this_round.items():
                     latencies[mode] += values
                     round_p50[mode].append(bc.percentile(values, 50))

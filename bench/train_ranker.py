@@ -2,6 +2,11 @@
 
     .venv/bin/python bench/train_ranker.py                 # cross-validate, then write the file
     .venv/bin/python bench/train_ranker.py --dry-run       # cross-validate only
+    .venv/bin/python bench/train_ranker.py --dry-run --features small   # a few features
+
+`--features` keeps only some columns (the rest get weight 0, so the file keeps the one
+format gbr reads): `small` is dense, BM25, name overlap, kind and the test/private flags,
+which may generalise where all 27 over 122 questions did not.
 
 For every dev-half query, the shipped first stage (fusion and priors, bench/eval.py's
 FIT_FUSION and FIT_PRIORS) gives the top 30 nodes; each gets the features of
@@ -48,7 +53,22 @@ from gbr.core.search import Filter, Ranking, Searcher, pool_candidates  # noqa: 
 from gbr.core.store import Store  # noqa: E402
 
 POOL = 30
-LAMBDAS = (0.0003, 0.003, 0.03, 0.3)
+LAMBDAS = (0.0003, 0.003, 0.03, 0.3, 1.0, 3.0)
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "all": FEATURES,
+    "small": (
+        "fused_norm",
+        "dense",
+        "bm25_norm",
+        "name_overlap",
+        "name_covered",
+        "kind_type",
+        "type_q_type",
+        "test",
+        "private",
+    ),
+    "tiny": ("fused_norm", "name_overlap", "name_covered", "doc_overlap"),
+}
 
 
 @dataclass
@@ -92,7 +112,7 @@ def standardise(groups: list[Group]) -> tuple[np.ndarray, np.ndarray]:
 def pairs(groups: list[Group], mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     """x_target - x_other for every (target, other candidate) of every query, standardised;
     each query weighs the same, however many pairs it has."""
-    out = [np.zeros((0, len(FEATURES) + 1))]
+    out = [np.zeros((0, len(mean) + 1))]
     for g in groups:
         if g.y.all() or not g.y.any():
             continue
@@ -131,18 +151,27 @@ def metrics(groups: list[Group], ranker: LinearRanker | None) -> dict[str, float
     return {"n": len(groups), "R@1": r1 / n, "R@5": r5 / n, "MRR@10": mrr / n, "R@30": pool / n}
 
 
-def train(groups: list[Group], lam: float) -> LinearRanker:
+def train(groups: list[Group], lam: float, keep: np.ndarray | None = None) -> LinearRanker:
+    """Fit on the columns `keep` marks (all by default); the others get weight 0, mean 0 and
+    std 1, so a ranker over a few features is still a full-width file."""
     mean, std = standardise(groups)
-    return LinearRanker(fit(pairs(groups, mean, std), lam), mean, std)
+    keep = np.ones(len(FEATURES), dtype=bool) if keep is None else keep
+    cols = np.flatnonzero(keep)
+    sub = [Group(g.package, g.x[:, cols], g.y, g.targets) for g in groups]
+    w = np.zeros(len(FEATURES))
+    w[cols] = fit(pairs(sub, mean[cols], std[cols]), lam)
+    return LinearRanker(w, np.where(keep, mean, 0.0), np.where(keep, std, 1.0))
 
 
-def cross_validate(groups: list[Group], lam: float) -> dict[str, dict[str, float]]:
+def cross_validate(
+    groups: list[Group], lam: float, keep: np.ndarray | None = None
+) -> dict[str, dict[str, float]]:
     """Leave one repository out: train on the others, score it, for each dev repository."""
     folds = {}
     for package in sorted({g.package for g in groups}):
         train_on = [g for g in groups if g.package != package]
         test_on = [g for g in groups if g.package == package]
-        folds[package] = metrics(test_on, train(train_on, lam))
+        folds[package] = metrics(test_on, train(train_on, lam, keep))
     return folds
 
 
@@ -161,7 +190,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layout", choices=(*LAYOUTS, "both"), default="both")
     parser.add_argument("--out", type=Path, default=DEFAULT_RANKER_PATH)
     parser.add_argument("--dry-run", action="store_true", help="cross-validate, write nothing")
+    parser.add_argument(
+        "--features", default="all", help=f"{', '.join(FEATURE_SETS)}, or comma-separated names"
+    )
     args = parser.parse_args(argv)
+    chosen = FEATURE_SETS.get(args.features) or tuple(args.features.split(","))
+    unknown = set(chosen) - set(FEATURES)
+    if unknown:
+        parser.error(f"unknown features: {', '.join(sorted(unknown))}")
+    keep = np.array([f in chosen for f in FEATURES])
     layouts = LAYOUTS if args.layout == "both" else (args.layout,)
     model = OnnxEmbedder(resolve_model_files())
     groups = collect(args.devcorpus, args.queries_dir, layouts, model)
@@ -171,18 +208,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'as retrieved':<16}" + _line(pooled(base)))
     best: tuple[float, float] | None = None
     for lam in LAMBDAS:
-        folds = cross_validate(groups, lam)
+        folds = cross_validate(groups, lam, keep)
         overall = pooled(folds)
         print(f"{'cv lambda=' + str(lam):<16}" + _line(overall))
         if best is None or overall["MRR@10"] > best[1]:
             best = (lam, overall["MRR@10"])
     assert best is not None
     lam = best[0]
-    folds = cross_validate(groups, lam)
+    folds = cross_validate(groups, lam, keep)
     print(f"\nleave-one-repository-out, lambda={lam}:")
     for package in packages:
         print(f"  {package:<28} base {_line(base[package])}   ranked {_line(folds[package])}")
-    ranker = train(groups, lam)
+    ranker = train(groups, lam, keep)
     weights = dict(zip(FEATURES, np.round(ranker.weights, 3).tolist(), strict=True))
     print("\nweights (standardised features):")
     for name, w in sorted(weights.items(), key=lambda kv: -abs(kv[1])):
@@ -195,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         layouts=list(layouts),
         queries=len(groups),
         l2=lam,
+        feature_set=args.features,
         pool=POOL,
         cv_leave_one_repo_out={k: round(v, 4) for k, v in cv.items()},
         as_retrieved={k: round(v, 4) for k, v in pooled(base).items()},

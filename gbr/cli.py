@@ -20,6 +20,7 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from gbr.actors.coordinator import Progress
+    from gbr.core.embed_cache import CacheConfig
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary
@@ -102,6 +103,23 @@ IncludeDepsOption = Annotated[
         "--include-deps/--no-include-deps",
         help="Also index build/packages/*/src [default: the package's setting, else off]. "
         "`index` remembers the choice in .gbr/settings.toml.",
+        show_default=False,
+    ),
+]
+EmbedCacheOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--embed-cache/--no-embed-cache",
+        help="Reuse vectors from every index of yours (GBR_HOME) [default: the package's "
+        "setting, else on].",
+        show_default=False,
+    ),
+]
+DeviceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        help="Embed on auto, cpu or cuda [default: the package's setting, else auto].",
         show_default=False,
     ),
 ]
@@ -196,11 +214,25 @@ def _telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
     telemetry.configure(telemetry.events_beside(db), echo=echo, human=human, warn=_warn)
 
 
-def _load_model(model_dir: Path | None) -> OnnxEmbedder:
+def _load_model(model_dir: Path | None, device: str = "cpu") -> OnnxEmbedder:
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.model_files import resolve_model_files
 
-    return OnnxEmbedder(resolve_model_files(model_dir))
+    return OnnxEmbedder(resolve_model_files(model_dir), device=device)
+
+
+def _engine_settings(
+    db_path: Path, embed_cache: bool | None, device: str | None
+) -> tuple[CacheConfig | None, str]:
+    """The shared embed cache (None: off) and the device: flag, else setting, else default."""
+    from gbr.core.device import DEVICE_ENV, check_device
+    from gbr.core.embed_cache import cache_config
+    from gbr.core.settings import load_settings
+
+    settings = load_settings(db_path.parent)
+    on = embed_cache if embed_cache is not None else settings.embed_cache is not False
+    chosen = device or os.environ.get(DEVICE_ENV) or settings.device or "auto"
+    return (cache_config() if on else None), check_device(chosen)
 
 
 def _find_db(db: Path | None) -> Path:
@@ -285,6 +317,8 @@ def index(
     include_deps: IncludeDepsOption = None,
     max_file_size: MaxFileSizeOption = None,
     model_dir: ModelDirOption = None,
+    embed_cache: EmbedCacheOption = None,
+    device: DeviceOption = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Echo telemetry events to stderr.")
     ] = False,
@@ -321,6 +355,7 @@ def index(
         root = _package_root(path)
         db_path = db or default_db(root)
         deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
+        cache, device = _engine_settings(db_path, embed_cache, device)
         options = IndexOptions(
             root=root,
             db=db_path,
@@ -329,6 +364,7 @@ def index(
             follow_outside_links=follow_outside_links,
             staged=True,  # readers keep the last complete index meanwhile
             ignore=ignore,
+            embed_cache=cache,
         )
         _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
         command.db = db_path
@@ -343,7 +379,7 @@ def index(
             summary = _index_through(client, root, db_path, quiet=json_out)
         else:
             _set_aside_if_needed(db_path, rebuild)
-            model = _load_model(model_dir)
+            model = _load_model(model_dir, device)
             show_bar = not json_out and err.is_terminal
             with _progress_bar(show_bar) as on_progress:
                 summary = run_index(options, model, progress=on_progress)
@@ -424,6 +460,7 @@ def _print_summary(s: IndexSummary) -> None:
     out.print(
         f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, {s.chunks_cached} cached) "
         f"in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
+        + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
     )
     if s.restarts or s.dead_letters:
         out.print(f"[yellow]{s.restarts} actor restarts, {s.dead_letters} dead letters[/yellow]")
@@ -848,6 +885,7 @@ def status(
             if holder is not None and holder[1] == "index":
                 report["index_run_pid"] = holder[0]  # the figures are of the last complete run
         report["settings"] = _package_settings(db_path).as_dict()
+        report["embed_cache"] = _cache_report(db_path, report.get("last_run"))
         if json_out:
             from gbr.cli_output import stamped
 
@@ -885,6 +923,7 @@ def status(
                 f"last run: {last['files_indexed']} indexed, {last['files_unchanged']} unchanged, "
                 f"{last['files_dropped']} dropped in {last['seconds']} s"
             )
+        _print_cache(report["embed_cache"])
         for item in report["dropped"]:
             stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
             out.print(
@@ -897,11 +936,37 @@ def status(
             )
 
 
+def _cache_report(db_path: Path, last_run: dict[str, Any] | None) -> dict[str, Any]:
+    """The shared embed cache for `status`: where, how big, and the last run's hits."""
+    from gbr.core.embed_cache import describe
+
+    report = describe(_engine_settings(db_path, None, "cpu")[0])
+    if last_run:
+        report["last_run_hits"] = last_run.get("cache_hits", 0)
+        report["last_run_misses"] = last_run.get("cache_misses", 0)
+    return report
+
+
+def _print_cache(cache: dict[str, Any]) -> None:
+    if not cache["enabled"]:
+        out.print("embed cache off (the embed_cache setting, or GBR_EMBED_CACHE)")
+        return
+    line = (
+        f"embed cache {escape(cache['path'])}: {cache['rows']} vectors, "
+        f"{cache['bytes'] / 1e6:.1f} of {cache['max_bytes'] / 1e6:.0f} MB"
+    )
+    if "last_run_hits" in cache:
+        line += f"; last run {cache['last_run_hits']} hits, {cache['last_run_misses']} misses"
+    out.print(line + (f" [yellow]({escape(cache['error'])})[/yellow]" if "error" in cache else ""))
+
+
 @app.command("settings")
 def settings_command(
     key: Annotated[
         str | None,
-        typer.Argument(help="include_deps, max_file_size, ignore, k, mode or tests."),
+        typer.Argument(
+            help="include_deps, max_file_size, ignore, k, mode, tests, embed_cache or device."
+        ),
     ] = None,
     value: Annotated[
         str | None,
@@ -917,8 +982,9 @@ def settings_command(
     """Show or change this package's settings (.gbr/settings.toml beside the index).
 
     A flag given on the command line wins over a setting for that run. Settings apply to
-    `index`, `serve` and `mcp` (include_deps, max_file_size, ignore) and to `search`
-    (k, mode, tests). `gleambrctl settings k 5`; `gleambrctl settings ignore --unset`.
+    `index`, `serve` and `mcp` (include_deps, max_file_size, ignore), to `index` and `serve`
+    (embed_cache, device) and to `search` (k, mode, tests). `gleambrctl settings k 5`;
+    `gleambrctl settings ignore --unset`.
     """
     with _errors(debug):
         from gbr.core.errors import ConfigError
@@ -998,6 +1064,8 @@ def serve(
     ] = None,
     include_deps: IncludeDepsOption = None,
     max_file_size: MaxFileSizeOption = None,
+    embed_cache: EmbedCacheOption = None,
+    device: DeviceOption = None,
     allow_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -1030,6 +1098,7 @@ def serve(
         human = not json_logs if json_logs is not None else _is_terminal(sys.stderr)
         _telemetry(db_path, echo=True, human=human)
         deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
+        cache, device = _engine_settings(db_path, embed_cache, device)
         config = DaemonConfig(
             root=root,
             db=db_path,
@@ -1041,6 +1110,7 @@ def serve(
             max_bytes=max_bytes,
             ignore=ignore,
             faults=faults,
+            embed_cache=cache,
         )
 
         def announce(info: DaemonInfo) -> None:
@@ -1056,7 +1126,7 @@ def serve(
 
         code = run_daemon(
             config,
-            lambda: _load_model(model_dir),
+            lambda: _load_model(model_dir, device),
             announce,
             note,
             allow_hosts=allow_host or (),

@@ -64,6 +64,15 @@ def make_package(tmp_path: Path) -> Callable[[dict[str, str | bytes]], Path]:
     return make
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """GBR_HOME for module- and session-scoped fixtures too, which run before `_isolated`:
+    an index they build must not reach the user's shared embed cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GBR_HOME", str(tmp_path_factory.mktemp("gbr-home")))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """No test sees the user's config or an index above its tmp_path, and no actor outlives

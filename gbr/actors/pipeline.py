@@ -20,6 +20,7 @@ from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterAct
 from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
+from gbr.core.embed_cache import CacheConfig, EmbedCache, cache_config
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.paths import check_root, default_db, package_root
@@ -61,6 +62,8 @@ class IndexOptions:
     ignore: tuple[str, ...] = ()  # more patterns to skip (.gitignore syntax, from the root)
     lock_wait: float = LOCK_WAIT  # seconds to wait for an index another process holds
     stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
+    # Vectors shared with every other index of this user; None embeds without it.
+    embed_cache: CacheConfig | None = field(default_factory=cache_config)
 
     def walk_options(self) -> WalkOptions:
         """What decides which files are walked: one place, for the run and its no-change check."""
@@ -163,6 +166,7 @@ def _run_pipeline(
 
     supervisor = Supervisor(options.policy, on_dead_letter=dead_letter, on_give_up=give_up)
     faults = options.faults
+    shared = EmbedCache(options.embed_cache, model.dim) if options.embed_cache else None
     try:
         writer = supervisor.start_child(
             "writer",
@@ -188,6 +192,7 @@ def _run_pipeline(
                 embed_format=options.embed_format,
                 faults=faults,
                 progress_to=coordinator if progress is not None else None,
+                shared=shared,
             ),
         )
         limits = ChunkLimits(max_tokens=budget)
@@ -248,6 +253,8 @@ def _run_pipeline(
             cause = supervisor.given_up_cause
             # A store that cannot be opened or written says so better than "crashed N times".
             raise cause if isinstance(cause, GbrError) else supervisor.given_up
+        if shared is not None:
+            summary.cache_hits, summary.cache_misses = shared.stats.hits, shared.stats.misses
         summary.restarts = supervisor.restarts
         summary.dead_letters = supervisor.dead_letters
         summary.seconds = time.monotonic() - started
@@ -258,6 +265,8 @@ def _run_pipeline(
         supervisor.stop_all()
         with contextlib.suppress(pykka.Timeout):
             coordinator.stop(block=True, timeout=30)
+        if shared is not None:
+            shared.close()
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
 

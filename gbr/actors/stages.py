@@ -30,7 +30,7 @@ from gbr.core.chunker import ChunkLimits, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreWriteError
 from gbr.core.graph.build import chunk_with_graph
-from gbr.core.indexing import embed_chunks
+from gbr.core.indexing import SharedVectors, embed_chunks
 from gbr.core.records import FileProblem, PartialFile
 from gbr.core.store import FileState, Store
 from gbr.core.telemetry import log
@@ -197,9 +197,11 @@ class EmbedderActor(_Stage):
         embed_format: str = DEFAULT_EMBED_FORMAT,
         faults: FaultPlan | None = None,
         progress_to: pykka.ActorRef[Any] | None = None,
+        shared: SharedVectors | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
+        self.shared = shared  # vectors kept beyond this index (gbr.core.embed_cache)
         # The coordinator, when someone watches progress: it hears chunks as they get vectors.
         self.progress_to = progress_to
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
@@ -257,6 +259,7 @@ class EmbedderActor(_Stage):
             self._store.cached_vectors,
             self.embed_format,
             on_progress=self._reporter(len(self._pending)),
+            shared=self.shared,
         )
         out = []
         offset = 0

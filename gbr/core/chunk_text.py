@@ -58,25 +58,31 @@ def chunk_budget(window: int, embed_format: str = DEFAULT_EMBED_FORMAT) -> int:
     return budget - HEADER_RESERVE if embed_format == "header" else budget
 
 
+# How often each field is repeated in the BM25 text, per search-text variant: name, module,
+# signature, doc, body. "weighted" is what the index holds; the others are for bench/eval.py.
+SEARCH_TEXT_WEIGHTS: dict[str, tuple[int, int, int, int, int]] = {
+    "weighted": (3, 1, 2, 1, 1),
+    "doc2": (3, 1, 2, 2, 1),
+    "name5": (5, 1, 2, 1, 1),
+    "no-module": (3, 0, 2, 1, 1),
+    "no-body": (3, 1, 2, 1, 0),
+}
+
+
 def search_text(chunk: Chunk, variant: str = "weighted") -> str:
     """Names and signature are repeated so that BM25 weighs them above body words.
 
-    `plain` (no repetition, no doc, no module) is kept for the eval harness to compare.
+    `plain` (no repetition, no doc, no module) and the other SEARCH_TEXT_WEIGHTS are kept
+    for the eval harness to compare.
     """
     if variant == "plain":
         return code_words(chunk.text)
-    name_words = code_words(chunk.name)
-    module_words = code_words(chunk.module.replace("/", " "))
-    sig_words = code_words(chunk.signature)
-    return " ".join(
-        [
-            name_words,
-            name_words,
-            name_words,
-            module_words,
-            sig_words,
-            sig_words,
-            chunk.doc,
-            code_words(chunk.text),
-        ]
-    )
+    name, module, sig, doc, body = SEARCH_TEXT_WEIGHTS[variant]
+    fields = [
+        (code_words(chunk.name), name),
+        (code_words(chunk.module.replace("/", " ")), module),
+        (code_words(chunk.signature), sig),
+        (chunk.doc, doc),
+        (code_words(chunk.text), body),
+    ]
+    return " ".join(text for text, times in fields for _ in range(times))

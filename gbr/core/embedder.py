@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from gbr.core.device import CUDA, DEVICE_BATCHES, announce, choose_device, fallback
 from gbr.core.errors import ConfigError
 from gbr.core.model_files import ModelFiles
+from gbr.core.telemetry import log, warning_line
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -46,7 +48,9 @@ class PaddingStats:
         return self.padded / total if total else 0.0
 
 
-def onnx_session(path: Path, threads: int | None = None) -> ort.InferenceSession:
+def onnx_session(
+    path: Path, threads: int | None = None, providers: Sequence[str] = ("CPUExecutionProvider",)
+) -> ort.InferenceSession:
     """A CPU session as every model here runs: all cores for one op, fully optimised, and
     idle threads that sleep instead of spin-waiting.
 
@@ -64,7 +68,7 @@ def onnx_session(path: Path, threads: int | None = None) -> ort.InferenceSession
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(path), options, providers=list(providers))
     except Exception as exc:
         raise ConfigError(f"cannot load ONNX model {path}: {exc}") from exc
 
@@ -76,9 +80,10 @@ class OnnxEmbedder:
         self,
         files: ModelFiles,
         max_tokens: int = 256,
-        batch_tokens: int = 1024,
-        max_batch: int = 64,
+        batch_tokens: int | None = None,
+        max_batch: int | None = None,
         threads: int | None = None,
+        device: str = "cpu",
     ) -> None:
         from tokenizers import Tokenizer
 
@@ -87,8 +92,10 @@ class OnnxEmbedder:
         # Small batches are faster here: 1024 padded tokens per ONNX run embedded 88 texts/s
         # against 73 for 32 x up-to-256 (2 cores, bench/out micro-run), and peak RSS fell
         # from 1.2 GB to 0.5 GB because onnxruntime's arena grows with the batch shape.
-        self.batch_tokens = batch_tokens
-        self.max_batch = max_batch
+        self._session, self.device = _device_session(files.onnx, device, threads)
+        tokens, texts = DEVICE_BATCHES[self.device]
+        self.batch_tokens = batch_tokens or tokens
+        self.max_batch = max_batch or texts
         self.stats = PaddingStats()
         try:
             self._tokenizer = Tokenizer.from_file(str(files.tokenizer))
@@ -100,7 +107,6 @@ class OnnxEmbedder:
         self._counter = Tokenizer.from_file(str(files.tokenizer))
         self._counter.no_padding()
         self._counter.no_truncation()
-        self._session = onnx_session(files.onnx, threads)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = int(self._session.get_outputs()[0].shape[-1])
         # onnxruntime sessions are thread-safe, but the stats are not.
@@ -151,6 +157,31 @@ class OnnxEmbedder:
             self.stats.real += real
             self.stats.padded += mask.size - real
         return pooled / np.maximum(norms, 1e-12)
+
+
+def _device_session(
+    path: Path, asked: str, threads: int | None
+) -> tuple[ort.InferenceSession, str]:
+    """A session on the device asked for when it can be had, else on the CPU (gbr.core.device).
+
+    onnxruntime may start a session with the CUDA provider listed and still fall back to the
+    CPU on its own (no GPU, no driver): the providers it actually took decide.
+    """
+    import onnxruntime as ort
+
+    choice = choose_device(asked, ort.get_available_providers())
+    if choice.device == "cuda":
+        try:
+            session = onnx_session(path, threads, choice.providers)
+        except ConfigError as exc:
+            choice = fallback(choice, f"CUDA provider could not start ({exc})")
+        else:
+            if session.get_providers()[:1] == [CUDA]:
+                announce(choice, warning_line, log().info)
+                return session, "cuda"
+            choice = fallback(choice, "CUDA provider found no usable GPU")
+    announce(choice, warning_line, log().info)
+    return onnx_session(path, threads), "cpu"
 
 
 def length_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -14,6 +15,16 @@ from gbr.core.store import StoredChunk
 from gbr.core.telemetry import log
 
 VectorLookup = Callable[[Sequence[str]], dict[str, np.ndarray]]
+
+
+class SharedVectors(Protocol):
+    """Vectors kept beyond one index (gbr.core.embed_cache), by the same embed keys."""
+
+    def lookup(self, keys: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    def store(self, vectors: Mapping[str, np.ndarray]) -> None: ...
+
+
 # (newly embedded, to embed in this call): first (0, total), then once per slice.
 EmbedProgress = Callable[[int, int], None]
 # Chunks per model call when progress is reported: a big file's ~30 s moves in ~1 s steps.
@@ -34,8 +45,10 @@ def embed_chunks(
     cached: VectorLookup,
     embed_format: str = DEFAULT_EMBED_FORMAT,
     on_progress: EmbedProgress | None = None,
+    shared: SharedVectors | None = None,
 ) -> tuple[list[StoredChunk], list[bool]]:
-    """Stored chunks in input order, and for each whether its vector came from the cache.
+    """Stored chunks in input order, and for each whether its vector came from a cache:
+    this index's own (`cached`) first, then the `shared` one, which hears of new vectors.
 
     The chunks to embed go to the model in slices, shortest first so that each slice still
     pads little (small ones when `on_progress` is given, which hears of each slice).
@@ -43,18 +56,29 @@ def embed_chunks(
     texts = [embed_text(c, embed_format) for c in chunks]
     keys = [embed_key(embedder.model_id, t) for t in texts]
     known = cached(sorted(set(keys)))
-    missing = [i for i, key in enumerate(keys) if key not in known]
+    if shared is not None:
+        known.update(shared.lookup(sorted(set(keys) - known.keys())))
+    firsts: dict[str, int] = {}  # a text repeated within the batch is embedded once
+    for i, key in enumerate(keys):
+        if key not in known:
+            firsts.setdefault(key, i)
+    missing = list(firsts.values())
     vectors: dict[int, np.ndarray] = {}
     if on_progress is not None:
         on_progress(0, len(missing))
     step = EMBED_SLICE if on_progress is None else PROGRESS_STEP
     by_length = sorted(missing, key=lambda i: len(texts[i]))  # each slice pads little
     done = 0
+    new: dict[str, np.ndarray] = {}
     for part in (by_length[at : at + step] for at in range(0, len(by_length), step)):
         fresh = embedder.embed_batch([texts[i] for i in part])
         for row, i in enumerate(part):
             vectors[i] = fresh[row]
             known.setdefault(keys[i], fresh[row])
+            new[keys[i]] = fresh[row]
+        if shared is not None and (len(new) >= EMBED_SLICE or done + len(part) == len(missing)):
+            shared.store(new)  # in steps, so an interrupted big file keeps what it paid for
+            new = {}
         if on_progress is not None:
             on_progress(len(part), len(missing))
         before, done = done, done + len(part)

@@ -68,6 +68,14 @@ _TYPE_WORDS = re.compile(
     r"union|alias|opaque|fields?|shape|signature|kinds\s+of|cases|can\s+(fail|go\s+wrong))\b",
     re.IGNORECASE,
 )
+# Wider cues of a question about the shape of data rather than an action: "either A or B",
+# "what does a hit contain", "what do I get back", "which errors can ...", "ways it can fail".
+_SHAPE_WORDS = re.compile(
+    r"\beither\b.+\bor\b|\bwhat\s+(does|do)\s+.*\b(contain|hold|carry|look\s+like)\b|"
+    r"\bget\s+back\b|\b(what|which)\s+(\w+\s+){0,2}(errors?|messages?|options?|states?)\b|"
+    r"\bways\b.*\b(fail|go\s+wrong)\b",
+    re.IGNORECASE,
+)
 
 
 # A question that asks for tests ("a test that...", "unit tests for", `parse_test`) is
@@ -86,16 +94,36 @@ def effective_policy(policy: TestPolicy, query: str) -> TestPolicy:
     return policy
 
 
-def query_intent(query: str, looks_like_code: bool) -> Intent:
+def query_intent(query: str, looks_like_code: bool, wide_types: bool = False) -> Intent:
     """A rough class of question, which decides the priors that apply and the features the
-    learned ranker crosses with kind. Checked in order: identifier, how-to, type, prose."""
+    learned ranker crosses with kind. Checked in order: identifier, how-to, type, prose.
+    `wide_types` also reads the shape cues of _SHAPE_WORDS as a type question."""
     if looks_like_code:
         return "identifier"
     if _HOWTO.search(query):
         return "howto"
-    if _TYPE_WORDS.search(query):
+    if _TYPE_WORDS.search(query) or (wide_types and _SHAPE_WORDS.search(query)):
         return "type"
     return "nl"
+
+
+_QUOTED = re.compile(r"[\"`]([^\"`]{4,})[\"`]")
+
+
+def literal_phrase(query: str) -> str | None:
+    """The words a query quotes (`"No such file"`), or the whole query when it is several
+    words: code holding it verbatim (a message, a usage string) is what the user saw."""
+    quoted = _QUOTED.search(query)
+    phrase = quoted.group(1) if quoted else query.strip().rstrip("?.!")
+    phrase = " ".join(phrase.split()).lower()
+    if quoted is None and len(phrase.split()) < 2:
+        return None  # one bare word is an identifier, found elsewhere in many chunks
+    return phrase or None
+
+
+def holds_phrase(phrase: str | None, text: str) -> bool:
+    """Whether the chunk's code holds the phrase, ignoring case and runs of white space."""
+    return bool(phrase) and phrase in " ".join(text.split()).lower()  # type: ignore[operator]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +132,10 @@ class Priors:
 
     `aside` is the factor for test and example code under `--tests demote`; `type_lean`
     multiplies type and type-alias chunks for type questions; `private` multiplies private
-    definitions; `module_howto` multiplies module chunks for how-to questions.
+    definitions; `module_howto` multiplies module chunks for how-to questions, `howto_type`
+    type chunks for them ("how do I ..." is answered by a function to call); `literal`
+    multiplies chunks whose code holds the query's phrase verbatim (see literal_phrase).
+    `wide_types` widens what counts as a type question (see query_intent).
     """
 
     tests: TestPolicy = DEFAULT_TEST_POLICY
@@ -112,11 +143,26 @@ class Priors:
     type_lean: float = 1.0
     private: float = 1.0
     module_howto: float = 1.0
+    howto_type: float = 1.0
+    literal: float = 1.0
+    wide_types: bool = False
 
     def with_tests(self, tests: TestPolicy) -> Priors:
         return replace(self, tests=tests)
 
-    def factor(self, intent: Intent, path: str, name: str, kind: str, visibility: str) -> float:
+    def intent(self, query: str, looks_like_code: bool) -> Intent:
+        return query_intent(query, looks_like_code, self.wide_types)
+
+    def factor(
+        self,
+        intent: Intent,
+        path: str,
+        name: str,
+        kind: str,
+        visibility: str,
+        verbatim: bool = False,
+    ) -> float:
+        """The product of the priors that apply; `verbatim`: the code holds the query's phrase."""
         f = 1.0
         if self.tests == "demote" and is_aside(path, name):
             f *= self.aside
@@ -126,6 +172,10 @@ class Priors:
             f *= self.private
         if intent == "howto" and kind == "module":
             f *= self.module_howto
+        if intent == "howto" and kind in ("type", "type_alias", "external_type"):
+            f *= self.howto_type
+        if verbatim:
+            f *= self.literal
         return f
 
 

@@ -83,6 +83,8 @@ class IndexSummary:
     chunks: int = 0
     chunks_embedded: int = 0
     chunks_cached: int = 0
+    cache_hits: int = 0  # of the shared embed cache (gbr.core.embed_cache), in chunks_cached
+    cache_misses: int = 0  # texts it did not hold, embedded and added to it
     restarts: int = 0
     dead_letters: int = 0
     seconds: float = 0.0
@@ -107,6 +109,8 @@ class IndexSummary:
             "chunks": self.chunks,
             "chunks_embedded": self.chunks_embedded,
             "chunks_cached": self.chunks_cached,
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
             "restarts": self.restarts,
             "dead_letters": self.dead_letters,
             "seconds": round(self.seconds, 3),

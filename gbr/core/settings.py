@@ -33,6 +33,8 @@ class Settings:
     k: int | None = None
     mode: str | None = None
     tests: str | None = None
+    embed_cache: bool | None = None  # off: vectors are not shared with other indexes
+    device: str | None = None  # auto, cpu or cuda: where `index` and `serve` embed
 
     def as_dict(self) -> dict[str, Any]:
         """Only what is set, in field order (the file's and `status`'s form)."""
@@ -86,6 +88,8 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "k": _k,
     "mode": _choice(MODES),
     "tests": _choice(TESTS),
+    "embed_cache": _bool,
+    "device": _choice(("auto", "cpu", "cuda")),
 }
 KEYS = (*_PARSERS, "ignore")
 

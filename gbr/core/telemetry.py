@@ -37,6 +37,10 @@ def _stderr_line(message: str) -> None:
     _state.stderr.write_line(f"warning: {message}")
 
 
+# One warning line on stderr, as gbr/core modules give it when they carry on without something.
+warning_line = _stderr_line
+
+
 class StderrTarget:
     """Lines to a file descriptor that may be a dead pipe or a reader that stopped reading.
 

@@ -28,6 +28,7 @@ from gbr.actors.oracle import ask as ask_oracle
 from gbr.actors.pipeline import IndexOptions, check_root, run_index
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
 from gbr.core.changes import ChangeSet
+from gbr.core.embed_cache import CacheConfig, cache_config
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import (
     ConfigError,
@@ -71,6 +72,7 @@ class DaemonConfig:
     max_bytes: int = DEFAULT_MAX_BYTES
     ignore: tuple[str, ...] = ()  # the package's `ignore` setting
     faults: FaultPlan | None = None  # crash drills (GBR_FAULTS), never set in normal use
+    embed_cache: CacheConfig | None = field(default_factory=cache_config)  # None: off
 
 
 @dataclass
@@ -233,6 +235,7 @@ class Daemon:
             max_bytes=self.config.max_bytes,
             ignore=self.config.ignore,
             faults=self.config.faults,
+            embed_cache=self.config.embed_cache,
             only=only,
             cancel=self._cancel,
         )

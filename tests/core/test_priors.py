@@ -9,9 +9,11 @@ from gbr.core.priors import (
     NO_PRIORS,
     Priors,
     effective_policy,
+    holds_phrase,
     is_aside,
     is_example,
     is_test,
+    literal_phrase,
     parse_test_policy,
     query_intent,
 )
@@ -69,6 +71,46 @@ def test_query_intent(query: str, code: bool, intent: str) -> None:
     assert query_intent(query, code) == intent
 
 
+@pytest.mark.parametrize(
+    ("query", "narrow", "wide"),
+    [
+        ("result of a search: either matching rows or a suggestion", "nl", "type"),
+        ("what does each match contain - the text and the groups", "nl", "type"),
+        ("what do I get back when the pattern is invalid", "nl", "type"),
+        ("which posix errors can a file operation return", "nl", "type"),
+        ("split a string on a regular expression", "nl", "nl"),  # an action stays prose
+        ("how do I pick either a file or a folder", "howto", "howto"),  # how-to comes first
+    ],
+)
+def test_wide_types_reads_shape_questions_as_type_questions(
+    query: str, narrow: str, wide: str
+) -> None:
+    assert query_intent(query, False) == narrow
+    assert query_intent(query, False, wide_types=True) == wide
+    assert Priors(wide_types=True).intent(query, False) == wide
+
+
+@pytest.mark.parametrize(
+    ("query", "phrase"),
+    [
+        ('"No such file or directory"', "no such file or directory"),
+        ("the error `Invalid   interface` here", "invalid interface"),
+        ("Invalid interface provided", "invalid interface provided"),  # several words
+        ("parse_config", None),  # one bare word: an identifier, not a phrase
+        ('"ab"', None),  # too short a quote to mean anything; nor is it two words
+    ],
+)
+def test_literal_phrase(query: str, phrase: str | None) -> None:
+    assert literal_phrase(query) == phrase
+
+
+def test_holds_phrase_ignores_case_and_white_space() -> None:
+    code = 'Error(\n  "Invalid  Interface provided")'
+    assert holds_phrase("invalid interface provided", code)
+    assert not holds_phrase("invalid interface given", code)
+    assert not holds_phrase(None, code)
+
+
 def test_priors_factor_each_switch_alone() -> None:
     lib = ("src/a.gleam", "parse", "function", "pub")
     test = ("test/a_test.gleam", "parse_test", "function", "pub")
@@ -81,6 +123,11 @@ def test_priors_factor_each_switch_alone() -> None:
     assert Priors(module_howto=0.5).factor("howto", "src/a.gleam", "a", "module", "pub") == 0.5
     assert Priors(module_howto=0.5).factor("nl", "src/a.gleam", "a", "module", "pub") == 1.0
     assert NO_PRIORS.factor("howto", *test) == 1.0
+    assert Priors(howto_type=0.5).factor("howto", "src/a.gleam", "T", "type", "pub") == 0.5
+    assert Priors(howto_type=0.5).factor("type", "src/a.gleam", "T", "type", "pub") == 1.0
+    assert Priors(howto_type=0.5).factor("howto", *lib) == 1.0
+    assert Priors(literal=2.0).factor("nl", *lib, verbatim=True) == 2.0
+    assert Priors(literal=2.0).factor("nl", *lib) == 1.0
 
 
 def test_parse_test_policy_names_the_choices() -> None:

@@ -160,3 +160,25 @@ def test_the_learned_ranker_is_switched_by_gbr_ranker(tmp_path: Path) -> None:
     assert chosen is not None and chosen.weights.tolist() == mine.weights.tolist()
     with pytest.raises(ConfigError, match="cannot read the ranker file"):
         Ranking.default(env={"GBR_RANKER": str(tmp_path / "missing.json")})
+
+
+@pytest.mark.parametrize(
+    ("message", "holder"),
+    [
+        ("check digit should be", "describe_error"),
+        ("membership has expired", "describe_block"),
+        ('"not an email address"', "parse_email"),
+    ],
+)
+def test_a_message_the_user_saw_finds_the_code_that_prints_it(
+    store: Store, model: OnnxEmbedder, message: str, holder: str
+) -> None:
+    """Words pasted from an error message: without the literal prior, functions whose names
+    share the words win; with it, the definition holding the message verbatim comes first."""
+    shipped = Ranking.default()
+    without = replace(shipped, priors=replace(shipped.priors, literal=1.0))
+    before = Searcher(store, model, ranking=without).search(message, k=5)
+    after = Searcher(store, model, ranking=shipped).search(message, k=5)
+    assert before[0].name != holder
+    assert after[0].name == holder
+    assert message.strip('"') in " ".join(after[0].text.split())

@@ -1,0 +1,299 @@
+"""Vectors shared by every index of one user: (model id, exact embedded text) -> vector.
+
+The per-index reuse (`Store.cached_vectors`) only sees chunks already in that index. This
+cache outlives any one index, so a function text seen in another file, another package, a
+dependency under `build/packages`, or an index wiped by a chunker bump costs one lookup.
+
+It is one SQLite file under the gbr home (`$GBR_HOME/embed-cache.sqlite`, else
+`$XDG_CACHE_HOME/gbr/` or `~/.cache/gbr/`). SQLite rather than DuckDB because two processes
+must share it: in WAL mode readers never wait, and writers take turns under a bounded busy
+timeout, where DuckDB lets one process alone open a file for writing.
+
+The cache is an accelerator, never a source of truth or of failure: a damaged, locked or
+unwritable file costs one warning line, and the run goes on without it, embedding as usual.
+Its size is bounded (GBR_EMBED_CACHE_SIZE, default 512MB); past the cap the least recently
+used vectors go first. GBR_EMBED_CACHE=off (or `index --no-embed-cache`) turns it off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gbr.core.errors import ConfigError
+from gbr.core.telemetry import Warn, log, warning_line
+
+CACHE_FILE = "embed-cache.sqlite"
+SWITCH_ENV = "GBR_EMBED_CACHE"  # off, false, no or 0 turns the cache off
+SIZE_ENV = "GBR_EMBED_CACHE_SIZE"  # a size like 512MB
+DEFAULT_MAX_BYTES = 512_000_000
+# SQLite bytes per cached vector beyond the vector itself: the 32-byte key twice (row and
+# unique index), the `used` index, cell headers and page slack (measured: 2.13-2.19 KB a row at
+# 384 dimensions, tests/core/test_embed_cache.py checks the bound).
+ROW_OVERHEAD = 700
+BUSY_TIMEOUT = 10.0  # seconds a writer waits for the other process's turn before giving up
+TOUCH_AFTER = 600  # seconds; a hit refreshes `used` no more often, so lookups rarely write
+EVICT_TO = 0.9  # past the cap, the oldest go until this share of it is left
+_IN_CHUNK = 500  # keys per `IN (...)`: well under SQLite's variable limit
+_OFF = ("off", "false", "no", "0")
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    path: Path
+    max_bytes: int = DEFAULT_MAX_BYTES
+
+
+def cache_home(env: Mapping[str, str]) -> Path:
+    """gbr's home for its own files: GBR_HOME, else the user's cache folder."""
+    home = env.get("GBR_HOME")
+    if home:
+        return Path(home).expanduser()
+    xdg = env.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "gbr"
+
+
+def cache_config(env: Mapping[str, str] | None = None) -> CacheConfig | None:
+    """The cache the environment asks for, or None when GBR_EMBED_CACHE turns it off."""
+    env = os.environ if env is None else env
+    if env.get(SWITCH_ENV, "").strip().lower() in _OFF:
+        return None
+    size_text = env.get(SIZE_ENV, "").strip()
+    max_bytes = DEFAULT_MAX_BYTES
+    if size_text:
+        from gbr.core.sizes import parse_size
+
+        try:
+            max_bytes = parse_size(size_text)
+        except ValueError as exc:
+            raise ConfigError(f"{SIZE_ENV}={size_text!r}: must be {exc}") from None
+    return CacheConfig(cache_home(env) / CACHE_FILE, max_bytes)
+
+
+@dataclass(slots=True)
+class CacheStats:
+    """What one run asked of the cache."""
+
+    hits: int = 0
+    misses: int = 0
+    stored: int = 0
+    evicted: int = 0
+
+
+class EmbedCache:
+    """The shared vector cache for one model dimension; thread-safe, opened on first use.
+
+    Every SQLite or OS error ends its use for this run: one warning (`warn`, by default a
+    line on stderr) and a telemetry event say why, and lookups find nothing from then on.
+    """
+
+    def __init__(self, config: CacheConfig, dim: int, warn: Warn | None = None) -> None:
+        self.config = config
+        self.dim = dim
+        self.stats = CacheStats()
+        self.off_reason: str | None = None
+        self._warn = warn or warning_line
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+        self.max_rows = max(1, config.max_bytes // (dim * 4 + ROW_OVERHEAD))
+
+    @property
+    def path(self) -> Path:
+        return self.config.path
+
+    def lookup(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors for those of `keys` (hex embed keys) the cache holds."""
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        found = self._guarded(lambda conn: self._lookup(conn, wanted))
+        if found is None:  # off: nothing was asked of it
+            return {}
+        self.stats.hits += len(found)
+        self.stats.misses += len(wanted) - len(found)
+        return found
+
+    def store(self, vectors: Mapping[str, np.ndarray]) -> None:
+        """Add vectors the model just made; past the cap, the least recently used go."""
+        if vectors:
+            self._guarded(lambda conn: self._store(conn, vectors))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.close()
+                self._conn = None
+
+    # -- inside the lock
+
+    def _guarded(self, work: Any) -> Any:
+        with self._lock:
+            if self.off_reason is not None:
+                return None
+            try:
+                if self._conn is None:
+                    self._conn = _connect(self.config.path)
+                return work(self._conn)
+            except Exception as exc:  # an accelerator: whatever goes wrong, go on without it
+                self._turn_off(exc)
+                return None
+
+    def _turn_off(self, exc: BaseException) -> None:
+        self.off_reason = f"{type(exc).__name__}: {exc}"
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+        log().warning("embed_cache_off", path=str(self.path), reason=self.off_reason)
+        fix = (
+            "another process held it too long; the next run uses it again"
+            if "locked" in str(exc)
+            else "delete the file (or fix its folder's permissions)"
+        )
+        self._warn(
+            f"the embed cache {self.path} cannot be used ({exc}); indexing goes on without it; "
+            f"{fix}, or set {SWITCH_ENV}=off"
+        )
+
+    def _lookup(self, conn: sqlite3.Connection, wanted: list[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        stale: list[bytes] = []
+        now = int(time.time())
+        width = self.dim * 4
+        for at in range(0, len(wanted), _IN_CHUNK):
+            part = [bytes.fromhex(k) for k in wanted[at : at + _IN_CHUNK]]
+            marks = ",".join("?" * len(part))
+            rows = conn.execute(
+                f"SELECT key, vector, used FROM vectors WHERE key IN ({marks})", part
+            ).fetchall()
+            for key, blob, used in rows:
+                if len(blob) != width:
+                    continue  # another dimension under a colliding id: never serve it
+                found[key.hex()] = np.frombuffer(blob, dtype=np.float32).copy()
+                if used < now - TOUCH_AFTER:
+                    stale.append(key)
+        if stale:
+            with _write(conn):
+                conn.executemany(
+                    "UPDATE vectors SET used = ? WHERE key = ?", [(now, k) for k in stale]
+                )
+        return found
+
+    def _store(self, conn: sqlite3.Connection, vectors: Mapping[str, np.ndarray]) -> None:
+        now = int(time.time())
+        rows = [
+            (bytes.fromhex(k), np.asarray(v, dtype=np.float32).tobytes(), now)
+            for k, v in vectors.items()
+        ][: self.max_rows]
+        with _write(conn):
+            # Room first, so that the file never holds more than the cap (an INSERT OR
+            # IGNORE may add fewer rows than offered; the bound counts them all).
+            count = _bump_rows(conn, 0)
+            evicted = 0
+            if count + len(rows) > self.max_rows:
+                over = count + len(rows) - int(self.max_rows * EVICT_TO)
+                evicted = conn.execute(
+                    "DELETE FROM vectors WHERE id IN "
+                    "(SELECT id FROM vectors ORDER BY used, id LIMIT ?)",
+                    (over,),
+                ).rowcount
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO vectors(key, vector, used) VALUES (?, ?, ?)", rows
+            )
+            added = conn.total_changes - before
+            _bump_rows(conn, added - evicted)
+        self.stats.stored += added
+        self.stats.evicted += evicted
+        if evicted:
+            log().info("embed_cache_evicted", rows=evicted, cap_rows=self.max_rows)
+
+
+class _write:
+    """One IMMEDIATE transaction: it takes the write lock at the start (waiting at most the
+    busy timeout), so two processes never deadlock upgrading a read to a write."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: Any, *rest: Any) -> None:
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+
+def _bump_rows(conn: sqlite3.Connection, by: int) -> int:
+    conn.execute("UPDATE meta SET value = value + ? WHERE name = 'rows'", (by,))
+    return int(conn.execute("SELECT value FROM meta WHERE name = 'rows'").fetchone()[0])
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vectors("
+    "id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, vector BLOB NOT NULL, "
+    "used INTEGER NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS vectors_used ON vectors(used, id)",
+    "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO meta VALUES ('rows', 0), ('format', 1)",
+)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open (creating when missing) in WAL mode; a file that is not ours raises here."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+    )
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(
+            "PRAGMA synchronous=NORMAL"
+        )  # WAL: a crash may lose the last commit, never corrupt
+        with _write(conn):
+            for statement in _SCHEMA:
+                conn.execute(statement)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def describe(config: CacheConfig | None) -> dict[str, Any]:
+    """What `status` shows: where the cache is, its size and its cap; read-only, never raises."""
+    if config is None:
+        return {"enabled": False}
+    out: dict[str, Any] = {
+        "enabled": True,
+        "path": str(config.path),
+        "max_bytes": config.max_bytes,
+        "bytes": sum(
+            p.stat().st_size
+            for p in (config.path, config.path.with_name(config.path.name + "-wal"))
+            if p.is_file()
+        ),
+        "rows": 0,
+    }
+    if not config.path.is_file():
+        return out
+    try:
+        conn = sqlite3.connect(config.path.resolve().as_uri() + "?mode=ro", uri=True, timeout=1.0)
+        try:
+            out["rows"] = int(
+                conn.execute("SELECT value FROM meta WHERE name = 'rows'").fetchone()[0]
+            )
+        finally:
+            conn.close()
+    except (sqlite3.Error, TypeError) as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out
