@@ -7,56 +7,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pykka
 
 from gbr.actors.messages import ChunksEmbedded, ChunksQueued, FileDone, WalkFinished
-from gbr.core.records import IndexSummary
+from gbr.core.records import IndexSummary, Progress, ProgressCallback
 from gbr.core.telemetry import log
 
 PROGRESS_EVERY = 1.0  # seconds between index_progress events
-
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    done: int
-    expected: int | None  # None until the walk has finished
-    chunks: int
-    dropped: int
-    elapsed: float
-    # Heard only while someone watches (a progress callback is given); 0 otherwise.
-    files_queued: int = 0  # files whose chunks the embedder has taken
-    chunks_queued: int = 0  # of their chunks, those that needed new vectors
-    chunks_embedded: int = 0  # of those, the ones that have them now
-    files_indexed: int = 0
-
-    @property
-    def rate(self) -> float:
-        """Chunks embedded per second since the run started."""
-        return self.chunks_embedded / self.elapsed if self.elapsed > 0 else 0.0
-
-    def chunks_left(self) -> float | None:
-        """Chunks still to embed: those queued, plus a guess for files not yet queued
-        (the average so far per queued file); None until the walk has finished."""
-        if self.expected is None:
-            return None
-        waiting = max(0, self.files_queued - self.files_indexed)  # queued, not yet written
-        unqueued = max(0, self.expected - self.done - waiting)
-        per_file = self.chunks_queued / self.files_queued if self.files_queued else 0.0
-        return max(0, self.chunks_queued - self.chunks_embedded) + unqueued * per_file
-
-    def eta(self) -> float | None:
-        """Seconds left at the rate so far, or None while there is no rate to go by."""
-        left = self.chunks_left()
-        if left is None or self.rate <= 0:
-            return None
-        return left / self.rate
-
-
-ProgressCallback = Callable[[Progress], None]
 
 
 class CoordinatorActor(pykka.ThreadingActor):

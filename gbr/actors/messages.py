@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gbr.core.records import Chunk, FileProblem, SourceFile
-from gbr.core.store import StoredChunk
+from gbr.core.store_writes import StoredChunk
 
 Outcome = Literal["indexed", "unchanged", "dropped", "removed"]
 

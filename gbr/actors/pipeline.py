@@ -13,7 +13,7 @@ from typing import Any
 
 import pykka
 
-from gbr.actors.coordinator import CoordinatorActor, ProgressCallback
+from gbr.actors.coordinator import CoordinatorActor
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import FileDone, FileFailed, FilesRemoved, FinishRun, ScanTree
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
@@ -22,16 +22,14 @@ from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
-from gbr.core.paths import check_root, default_db, package_root
-from gbr.core.records import FileProblem, IndexSummary
+from gbr.core.paths import check_root, package_root
+from gbr.core.records import FileProblem, FileState, IndexSummary, ProgressCallback
 from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
-from gbr.core.store import FileState, Store, refuse_odd_file
+from gbr.core.store import Store
+from gbr.core.store_files import refuse_odd_file
 from gbr.core.store_lock import LOCK_WAIT, open_when_free
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
-
-# Package-path logic lives in gbr.core.paths; these names stay importable from here.
-__all__ = ["IndexOptions", "check_root", "default_db", "package_root", "run_index"]
 
 
 @dataclass

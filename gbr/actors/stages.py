@@ -30,8 +30,8 @@ from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreWriteError
 from gbr.core.indexing import embed_chunks
-from gbr.core.records import FileProblem, PartialFile
-from gbr.core.store import FileState, Store
+from gbr.core.records import FileProblem, FileState, PartialFile
+from gbr.core.store import Store
 from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
 
