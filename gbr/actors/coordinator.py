@@ -1,17 +1,26 @@
 """The coordinator counts files reaching the end of the pipeline and knows when a run is done.
 
 It also hears chunks as the embedder gives them vectors, so a watcher sees a big file move.
+It alone counts a run: others ask it for the summary (`SummaryWanted`) and get a frozen
+copy, so no other thread ever changes what it is counting.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pykka
 
-from gbr.actors.messages import ChunksEmbedded, ChunksQueued, FileDone, WalkFinished
+from gbr.actors.messages import (
+    ChunksEmbedded,
+    ChunksQueued,
+    FileDone,
+    SummaryWanted,
+    WalkFinished,
+)
 from gbr.core.records import IndexSummary, Progress, ProgressCallback
 from gbr.core.telemetry import log
 
@@ -25,12 +34,13 @@ class CoordinatorActor(pykka.ThreadingActor):
 
     def __init__(
         self,
-        summary: IndexSummary,
+        base: IndexSummary,
         finished: threading.Event,
         progress: ProgressCallback | None = None,
     ) -> None:
         super().__init__()
-        self.summary = summary
+        # Swapped, never changed: a summary handed out stays as it was.
+        self._summary = base
         self.progress = progress
         self.finished = finished
         self._done: dict[str, FileDone] = {}
@@ -40,11 +50,13 @@ class CoordinatorActor(pykka.ThreadingActor):
         self._logged = 0.0  # run time of the last index_progress event
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, SummaryWanted):
+            return self.summary()
         if isinstance(message, FileDone):
             self._record(message)
         elif isinstance(message, WalkFinished):
             self._expected = message.paths
-            self.summary.files_seen = message.seen
+            self._summary = replace(self._summary, files_seen=message.seen)
         elif isinstance(message, ChunksQueued):
             self._files_queued += message.files
             self._chunks_queued += message.chunks
@@ -55,38 +67,45 @@ class CoordinatorActor(pykka.ThreadingActor):
             self.finished.set()
         return None
 
+    def summary(self) -> IndexSummary:
+        """The run so far, built on the summary the run started with (root, db, reason)."""
+        return self._summary
+
     def _record(self, done: FileDone) -> None:
         if done.path in self._done:
             return
         self._done[done.path] = done
-        s = self.summary
+        s = self._summary
         if done.outcome == "indexed":
-            s.files_indexed += 1
-            s.chunks += done.chunks
-            s.chunks_embedded += done.embedded
-            s.chunks_cached += done.cached
+            s = replace(
+                s,
+                files_indexed=s.files_indexed + 1,
+                chunks=s.chunks + done.chunks,
+                chunks_embedded=s.chunks_embedded + done.embedded,
+                chunks_cached=s.chunks_cached + done.cached,
+            )
         elif done.outcome == "unchanged":
-            s.files_unchanged += 1
+            s = replace(s, files_unchanged=s.files_unchanged + 1)
         elif done.outcome == "removed":
-            s.files_removed += 1
+            s = replace(s, files_removed=s.files_removed + 1)
         elif done.outcome == "dropped" and done.problem is not None:
-            s.files_dropped += 1
-            s.dropped.append(done.problem)
+            s = replace(s, files_dropped=s.files_dropped + 1, dropped=(*s.dropped, done.problem))
         if done.outcome in ("indexed", "unchanged") and done.problem is not None:
-            s.files_partial += 1  # indexed in part: some definitions did not parse
-            s.partial.append(done.problem)
+            # Indexed in part: some definitions did not parse.
+            s = replace(s, files_partial=s.files_partial + 1, partial=(*s.partial, done.problem))
+        self._summary = s
 
     def _report(self) -> None:
         progress = Progress(
             done=len(self._done),
             expected=len(self._expected) if self._expected is not None else None,
-            chunks=self.summary.chunks,
-            dropped=self.summary.files_dropped,
+            chunks=self._summary.chunks,
+            dropped=self._summary.files_dropped,
             elapsed=time.monotonic() - self._started,
             files_queued=self._files_queued,
             chunks_queued=self._chunks_queued,
             chunks_embedded=self._chunks_embedded,
-            files_indexed=self.summary.files_indexed,
+            files_indexed=self._summary.files_indexed,
         )
         # A long run says how far it got, at most once a second, even with no progress bar.
         if progress.elapsed - self._logged >= PROGRESS_EVERY:

@@ -85,6 +85,11 @@ class FinishRun:
 
 
 @dataclass(frozen=True, slots=True)
+class SummaryWanted:
+    """Coordinator (asked): the run's summary so far, as a frozen IndexSummary."""
+
+
+@dataclass(frozen=True, slots=True)
 class FileDone:
     """Coordinator: one file has reached the end of the pipeline."""
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Literal, TypedDict
 
 ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
@@ -71,9 +71,12 @@ class PartialFile:
     problem: FileProblem
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class IndexSummary:
-    """What one `index` run did; printed by the CLI and returned as JSON."""
+    """What one `index` run did; printed by the CLI and returned as JSON.
+
+    Frozen: the coordinator counts a run and hands out copies, and `run_index` adds what
+    only it knows with `dataclasses.replace`."""
 
     root: str
     db: str
@@ -90,8 +93,8 @@ class IndexSummary:
     dead_letters: int = 0
     seconds: float = 0.0
     reindex_reason: str | None = None
-    dropped: list[FileProblem] = field(default_factory=list)
-    partial: list[FileProblem] = field(default_factory=list)
+    dropped: tuple[FileProblem, ...] = ()
+    partial: tuple[FileProblem, ...] = ()
 
     @property
     def chunks_per_second(self) -> float:
@@ -135,12 +138,11 @@ class IndexSummary:
     def from_dict(cls, data: Mapping[str, Any]) -> IndexSummary:
         """The summary back from its JSON form, as the daemon's API returns it."""
         names = {f.name for f in fields(cls)} - {"dropped", "partial"}
-        summary = cls(**{k: v for k, v in data.items() if k in names})
-        summary.dropped = [
+        dropped = tuple(
             FileProblem(d["path"], d["reason"], d["kind"], d.get("line"))
             for d in data.get("dropped", [])
-        ]
-        summary.partial = [
+        )
+        partial = tuple(
             FileProblem(
                 d["path"],
                 d["reason"],
@@ -149,8 +151,9 @@ class IndexSummary:
                 dropped_lines=tuple((a, b) for a, b in d.get("dropped_lines", [])),
             )
             for d in data.get("partial", [])
-        ]
-        return summary
+        )
+        known = {k: v for k, v in data.items() if k in names}
+        return cls(**known, dropped=dropped, partial=partial)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -12,7 +13,7 @@ from gbr.core.chunker import CHUNKER_VERSION, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreError
 from gbr.core.indexing import embed_chunks
-from gbr.core.records import FileProblem, SourceFile
+from gbr.core.records import ChunkRow, FileProblem, SearchFilter, SourceFile
 from gbr.core.store import Store, StoredChunk
 
 V1 = """/// Add one to a number.
@@ -160,3 +161,35 @@ def test_no_connection_draws_a_progress_bar(store: Store) -> None:
     for con in (store, store.cursor()):
         ((on,),) = con.con.execute("SELECT current_setting('enable_progress_bar')").fetchall()
         assert on is False
+
+
+def test_filters_are_data_bound_as_values_never_pasted_into_sql(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    store.replace_file(source(V2, "src/other.gleam"), stored(source(V2, "src/other.gleam"), model))
+    store.refresh_fulltext()
+    assert store.any_chunk(SearchFilter(module="calc")) and store.modules() == ["calc", "other"]
+    assert store.folders() == ["src/"]
+    # Quotes in a value are a value: they match nothing, and they break no query.
+    sneaky = SearchFilter(module="x' OR true OR '", path="src/' OR '1'='1", kinds=("')--",))
+    assert not store.any_chunk(sneaky)
+    assert store.ids_matching(sneaky) == [] and store.bm25("double", 5, sneaky) == []
+    [(doc, _)] = store.bm25("double", 5, SearchFilter(path="src/other"))
+    row = store.chunk_rows([doc])[doc]
+    assert isinstance(row, ChunkRow) and (row.path, row.name, row.stale) == (
+        "src/other.gleam",
+        "double",
+        False,
+    )
+
+
+def test_a_duckdb_error_on_a_read_is_one_line_of_ours_with_the_fix(store: Store) -> None:
+    store.con.close()  # the connection is gone under the store: every query fails in DuckDB
+    for read in (store.counts, store.file_states, store.vectors, lambda: store.chunk_rows([1])):
+        with pytest.raises(StoreError) as info:
+            read()
+        message = str(info.value)
+        assert "\n" not in message and message.endswith("if it keeps failing")
+        assert f"`gleambrctl index --rebuild --db {store.path} PATH`" in message
+        assert isinstance(info.value.__cause__, duckdb.Error)  # kept for --debug
