@@ -11,6 +11,9 @@ way. pykka does not call `on_failure` for an `on_start` error: it stops the acto
 what was queued, and nobody hears of it, so a run would wait for that actor forever.
 `SupervisedActor.on_start` is therefore the one place that catches it and hands it to the
 supervisor like any crash; subclasses put their set-up in `start_up`.
+
+What this needs and pykka does not offer (moving queued envelopes, ending an actor from its
+own `on_start`) is done in gbr/actors/pykka_gaps.py, and only there.
 """
 
 from __future__ import annotations
