@@ -45,10 +45,10 @@ from typing import Any
 
 import _corpus as bc
 import httpx
+from evaluation import load_queries
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.chunker import new_parser
-from gbr.core.evaluation import load_queries
 from gbr.core.llm import provider_env_vars
 from gbr.core.rerank import RERANK_MODEL_DIR_ENV
 from gbr.daemon.discovery import read_discovery

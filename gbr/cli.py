@@ -19,11 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from gbr.actors.coordinator import Progress
     from gbr.core.embed_cache import CacheConfig
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
-    from gbr.core.records import Hit, IndexSummary
+    from gbr.core.records import Hit, IndexSummary, Progress
     from gbr.core.settings import Settings
     from gbr.daemon.client import DaemonClient
     from gbr.daemon.discovery import DaemonInfo
@@ -349,7 +348,8 @@ def index(
 
     interrupts.install(INTERRUPTED)
     with _errors(debug) as command:
-        from gbr.actors.pipeline import IndexOptions, default_db, run_index
+        from gbr.actors.pipeline import IndexOptions, run_index
+        from gbr.core.paths import default_db
         from gbr.core.store import prepare_folder
 
         root = _package_root(path)
@@ -819,7 +819,6 @@ def chat(
     When `gleambrctl serve` runs for the package, the chat goes through that daemon.
     """
     with _errors(debug):
-        from gbr.actors.pipeline import default_db
         from gbr.chat import (
             ChatBackend,
             ChatSession,
@@ -830,6 +829,7 @@ def chat(
             run_interactive,
             run_piped,
         )
+        from gbr.core.paths import default_db
 
         root = _package_root(path)
         # A daemon serving the index owns it (DuckDB lets no one else in): go through it.
@@ -1013,8 +1013,8 @@ def settings_command(
 
 def _settings_db() -> Path:
     """The index found from here upward, else the one this folder's package would get."""
-    from gbr.actors.pipeline import default_db
     from gbr.core.errors import ConfigError
+    from gbr.core.paths import default_db
 
     try:
         return _find_db(None)
@@ -1083,8 +1083,8 @@ def serve(
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
     with _errors(debug):
         from gbr.actors.faults import parse_faults
-        from gbr.actors.pipeline import default_db
         from gbr.core.errors import ConfigError
+        from gbr.core.paths import default_db
         from gbr.daemon.server import DEFAULT_PORT
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
@@ -1190,7 +1190,7 @@ def mcp(
     answered in this process otherwise.
     """
     with _errors(debug):
-        from gbr.actors.pipeline import default_db
+        from gbr.core.paths import default_db
         from gbr.local_index import LocalIndex, LocalSettings
         from gbr.mcp.backends import IndexChooser
         from gbr.mcp.server import run_stdio

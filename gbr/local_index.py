@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gbr.actors.coordinator import ProgressCallback
 from gbr.actors.oracle import AskQuestion, ask_once
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
@@ -24,6 +23,7 @@ from gbr.core.errors import DaemonError, IndexEmptyError, MissingKeyError, Store
 from gbr.core.filter_hint import add_filter_hint
 from gbr.core.llm import LlmProvider, get_provider
 from gbr.core.oracle import AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
+from gbr.core.records import ProgressCallback
 from gbr.core.rerank import ask_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher, search_json
 from gbr.core.snapshot import open_for_reading

@@ -16,16 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gbr.actors.coordinator import ProgressCallback
 from gbr.actors.oracle import AskQuestion, ask_later, start_oracle
-from gbr.actors.pipeline import IndexOptions, default_db, package_root, run_index
+from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import ChildRef, Supervisor
 from gbr.core import telemetry
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import IndexEmptyError, MissingKeyError, StoreError
 from gbr.core.llm import LlmProvider, Message, get_provider
 from gbr.core.oracle import Answer, AskOptions, Oracle, TokenSink
-from gbr.core.records import Hit, IndexSummary
+from gbr.core.paths import default_db, package_root
+from gbr.core.records import Hit, IndexSummary, ProgressCallback
 from gbr.core.rerank import Reranker, ask_reranker_spec, load_reranker
 from gbr.core.search import Searcher
 from gbr.core.snapshot import open_for_reading

@@ -13,12 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gbr.actors.coordinator import Progress, ProgressCallback
 from gbr.chat.backend import LlmChoice
 from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm import Message
 from gbr.core.oracle import Answer, AskOptions, TokenSink
-from gbr.core.records import Hit, IndexSummary
+from gbr.core.records import Hit, IndexSummary, Progress, ProgressCallback
 from gbr.daemon.client import DaemonClient, ask_body, bounded_history
 
 

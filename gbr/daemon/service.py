@@ -25,7 +25,7 @@ from gbr.actors.faults import FaultPlan
 from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
 from gbr.actors.oracle import AskQuestion, OracleActor
 from gbr.actors.oracle import ask as ask_oracle
-from gbr.actors.pipeline import IndexOptions, check_root, run_index
+from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
 from gbr.core.changes import ChangeSet
 from gbr.core.embed_cache import CacheConfig, cache_config
@@ -50,6 +50,7 @@ from gbr.core.oracle import (
     TokenSink,
     outcome_of,
 )
+from gbr.core.paths import check_root
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import ask_reranker_spec, default_reranker_spec, load_reranker
 from gbr.core.search import Filter, Mode, Searcher, search_json

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
-from gbr.actors.coordinator import ProgressCallback
 from gbr.core.errors import ConfigError
 from gbr.core.oracle import AskOptions, AskOutcome
+from gbr.core.records import ProgressCallback
 from gbr.core.search import Filter, Mode
 from gbr.daemon.client import DaemonClient, ask_body
 from gbr.daemon.discovery import DaemonInfo, find_daemon

@@ -36,12 +36,11 @@ from mcp_types import (
 from pydantic import Field, ValidationError
 
 from gbr import __version__
-from gbr.actors.coordinator import Progress
 from gbr.core.errors import GbrError
 from gbr.core.oracle import AskOptions
 from gbr.core.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
 from gbr.core.prompt import render_chunk
-from gbr.core.records import ChunkKind, Hit
+from gbr.core.records import ChunkKind, Hit, Progress
 from gbr.core.search import Filter, Mode
 from gbr.core.store import damaged
 from gbr.mcp.arguments import PlainErrorsServer
