@@ -402,13 +402,15 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class AskOutcome:
     """An answer as every front end reports it: the `ask --json` object and the exit code."""
 
     answer: dict[str, Any]
     error: str | None = None
     exit_code: int = 0  # what `gleambrctl ask` exits with for this answer
+    result: Answer | None = field(default=None, kw_only=True)
+    """The same answer as a record (a chat renders it); its `error` is the outcome's."""
 
 
 def outcome_of(answer: Answer, dry_run: bool, missing: MissingKeyError | None) -> AskOutcome:
@@ -422,7 +424,8 @@ def outcome_of(answer: Answer, dry_run: bool, missing: MissingKeyError | None) -
         data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
     if missing is not None:
         data["error"] = str(missing)
-        return AskOutcome(data, str(missing), missing.exit_code)
+        result = replace(answer, error=str(missing))
+        return AskOutcome(data, str(missing), missing.exit_code, result=result)
     if answer.error is not None:
-        return AskOutcome(data, answer.error, ProviderError.exit_code)
-    return AskOutcome(data)
+        return AskOutcome(data, answer.error, ProviderError.exit_code, result=answer)
+    return AskOutcome(data, result=answer)

@@ -21,13 +21,13 @@ from typing import Any
 
 import httpx
 
+from gbr.access.discovery import DaemonInfo
 from gbr.core import errors
 from gbr.core.errors import ConfigError, DaemonError, GbrError
 from gbr.core.llm.base import Message
 from gbr.core.llm.sse import iter_sse
 from gbr.core.oracle import AskOptions
 from gbr.core.prompt import split_turns
-from gbr.daemon.discovery import DaemonInfo
 
 TOKEN_ENV = "GBR_TOKEN"
 # Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
