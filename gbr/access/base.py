@@ -66,9 +66,13 @@ class Found:
 class CodeIndex(Protocol):
     """Search, ask, index and report on one package's index, wherever the work runs."""
 
-    root: Path
     via: str | None
     """None in this process; else "daemon pid N at URL", said once to the user."""
+
+    @property
+    def root(self) -> Path:
+        """The package's root folder."""
+        ...
 
     @property
     def db(self) -> Path: ...

@@ -21,7 +21,7 @@ from gbr.access import CodeIndex, LlmChoice
 from gbr.chat import commands, render
 from gbr.chat.commands import Command, Question, UsageError
 from gbr.chat.render import Views
-from gbr.core.errors import GbrError, IndexEmptyError
+from gbr.core.errors import GbrError, IndexEmptyError, StoreError
 from gbr.core.llm import Message
 from gbr.core.llm.registry import available
 from gbr.core.oracle import Answer, AskOptions
@@ -74,7 +74,7 @@ class ChatSession:
         self.console.print(f"[bold]gbr chat[/bold] on {escape(str(self.backend.root))}{via}")
         try:
             report = self._status()
-        except GbrError as exc:  # e.g. `gleambrctl index` holds the file right now
+        except StoreError as exc:  # the file is locked or damaged: said, and the chat goes on
             render.hint(self.console, str(exc))
         else:
             if report["indexed"]:
