@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gbr import __version__
-from gbr.access import Found, LlmChoice, open_provider, open_reranker
+from gbr.access import Answering, Found, LlmChoice, open_provider, open_reranker
 from gbr.access.local import found
 from gbr.actors.faults import FaultPlan
 from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
@@ -45,7 +45,6 @@ from gbr.core.oracle import (
     AskOptions,
     AskOutcome,
     ContextSink,
-    Oracle,
     TokenSink,
     outcome_of,
 )
@@ -372,7 +371,7 @@ class Daemon:
             llm = open_provider(LlmChoice(provider_name, model), os.environ) if with_llm else None
             reranker = open_reranker(bool(spec), spec, llm, os.environ)
             assert self.searcher is not None
-            oracle = Oracle(self.searcher, llm, reranker)
+            oracle = Answering(llm, reranker).oracle(self.searcher)
             self._oracle_serial += 1
             name = f"oracle-{self._oracle_serial}"
             child = self.supervisor.start_child(
