@@ -176,7 +176,7 @@ class LocalIndex:
     def search(
         self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
     ) -> Found:
-        where = where or Filter()
+        where = Filter() if where is None else where
         with self._reading() as searcher:
             hits = searcher.search(query, k, mode, where)
             return found(searcher.store, query, mode, hits, where)
@@ -204,7 +204,7 @@ class LocalIndex:
     ) -> AskOutcome:
         """Answer through an Oracle actor made for this question, from the provider and
         reranker `llm` resolves to (a chat keeps those between questions)."""
-        llm = llm or LlmChoice()
+        llm = LlmChoice() if llm is None else llm
         answering = self._answering_for(llm, options)
         try:
             with contextlib.ExitStack() as reading:

@@ -52,7 +52,7 @@ class RemoteIndex:
     def search(
         self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
     ) -> Found:
-        where = where or Filter()
+        where = Filter() if where is None else where
         body = {
             "query": query,
             "k": k,
@@ -73,7 +73,7 @@ class RemoteIndex:
         on_token: TokenSink | None = None,
     ) -> AskOutcome:
         """The daemon's answer; `llm.timeout` and `llm.reranker` are the daemon's own."""
-        llm = llm or LlmChoice()
+        llm = LlmChoice() if llm is None else llm
         sent = bounded_history(history)
         body = ask_body(question, options, llm.provider, llm.model)
         parts: list[str] = []

@@ -66,6 +66,12 @@ def test_found_iterates_its_hits_and_round_trips_the_search_json(
         assert [hit.rank for hit in found] == [1, 2, 3] and len(found) == 3
         assert Found.from_dict(found.as_dict()).as_dict() == found.as_dict()
         assert "hint" not in found.as_dict()
+        # A filter with no restriction but its test policy is passed as given.
+        query = "parse an isbn and check the round trip"
+        included = [h.path for h in local.search(query, 40, where=Filter(tests="include"))]
+        demoted = [h.path for h in local.search(query, 40)]
+        test_file = "test/isbn_test.gleam"
+        assert included.index(test_file) < demoted.index(test_file)
         empty = local.search("isbn", 3, "bm25", Filter(module="bookshelf/isbnn"))
         assert not empty.hits and empty.hint is not None
         assert empty.hint.startswith("no chunk is in module bookshelf/isbnn; modules here:")
