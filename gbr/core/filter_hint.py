@@ -8,7 +8,6 @@ deserves one line naming the filter and the nearest values that do exist.
 from __future__ import annotations
 
 import difflib
-from typing import Any
 
 from gbr.core.records import SearchFilter as Filter
 from gbr.core.store import Store
@@ -34,15 +33,6 @@ def filter_hint(store: Store, where: Filter) -> str | None:
     if where.module and where.path and not store.any_chunk(Filter(where.path, where.module)):
         return f"no chunk is both in module {where.module} and under path {where.path}"
     return None
-
-
-def add_filter_hint(data: dict[str, Any], store: Store, where: Filter) -> dict[str, Any]:
-    """The `search --json` object, with a `hint` when it is empty because of the filter."""
-    if not data["results"] and (where.module or where.path):
-        hint = filter_hint(store, where)
-        if hint is not None:
-            data["hint"] = hint
-    return data
 
 
 def _listing(wanted: str, values: list[str]) -> str:
