@@ -9,10 +9,13 @@ tables, a large one rebuilds it. The functions here run inside the store's trans
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import duckdb
+
+from gbr.core import postings
 
 if TYPE_CHECKING:
     from gbr.core.store import Store
@@ -43,6 +46,13 @@ class FtsConfig:
 DEFAULT_FTS = FtsConfig()
 
 
+def fts_stemmer(pragma: str) -> str:
+    """The stemmer an index was built with, read back from its pragma (meta
+    `fulltext_config`): a query must be stemmed as the documents were."""
+    found = re.search(r"stemmer='(\w+)'", pragma)
+    return found.group(1) if found else DEFAULT_FTS.stemmer
+
+
 def refresh(store: Store, config: FtsConfig) -> None:
     """Rebuild the full-text index from the chunks, in one transaction.
 
@@ -70,6 +80,7 @@ def refresh(store: Store, config: FtsConfig) -> None:
             con.execute(f'DROP TABLE IF EXISTS {FTS_SCHEMA}."{name}"')
         con.execute(f"DROP SCHEMA IF EXISTS {FTS_SCHEMA}")
         con.execute(config.pragma())
+        postings.build(con, FTS_SCHEMA)
         clear_stale(con)
         store.set_meta(fulltext_config=config.pragma())
 
@@ -87,7 +98,11 @@ def update(store: Store, config: FtsConfig, rebuild_share: float) -> Update:
     settings, or none at all is rebuilt.
     """
     con = store.con
-    if not exists(con) or store.meta().get("fulltext_config") != config.pragma():
+    if (
+        not exists(con)
+        or store.meta().get("fulltext_config") != config.pragma()
+        or not postings.present(con, FTS_SCHEMA)  # built by an older gbr
+    ):
         refresh(store, config)
         return "rebuilt"
     fts = FTS_SCHEMA
@@ -173,6 +188,7 @@ def _patch(con: duckdb.DuckDBPyConnection, config: FtsConfig) -> None:
         f"""UPDATE {fts}.stats SET num_docs = s.n, avgdl = s.avgdl
         FROM (SELECT count(*) AS n, avg(len) AS avgdl FROM {fts}.docs) AS s"""
     )
+    postings.patch(con, fts, "fts_gone", "fts_new_terms")
     for table in ("fts_gone", "fts_new", "fts_new_terms"):
         run(f"DROP TABLE IF EXISTS {table}")
 

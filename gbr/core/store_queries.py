@@ -13,6 +13,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from gbr.core import postings
 from gbr.core.errors import StoreError
 from gbr.core.fulltext import FTS_SCHEMA
 from gbr.core.records import (
@@ -101,12 +102,17 @@ def matrix(column: pa.ChunkedArray) -> np.ndarray:
     return flat.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
 
 
-def bm25(con: Connection, query: str, limit: int, where: SearchFilter) -> list[tuple[int, float]]:
-    """Best BM25 matches among the chunks the filter lets through."""
+def bm25(
+    con: Connection, query: str, limit: int, where: SearchFilter, stemmer: str
+) -> list[tuple[int, float]]:
+    """Best BM25 matches among the chunks the filter lets through, from the postings table
+    (gbr.core.postings) or, in an index built before it existed, DuckDB's own macro."""
     if not query.strip():
         return []
     clause, params = filter_sql(where)
     try:
+        if postings.present(con, FTS_SCHEMA):
+            return postings.top(con, FTS_SCHEMA, stemmer, query, limit, clause, params)
         rows = con.execute(
             f"SELECT id, score FROM (SELECT id, {FTS_SCHEMA}.match_bm25(id, ?) AS score "
             f"FROM chunks WHERE {clause}) WHERE score IS NOT NULL "

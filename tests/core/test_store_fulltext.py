@@ -16,9 +16,12 @@ import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core import telemetry
+from gbr.core.chunk_text import code_words
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.fulltext import FtsConfig
+from gbr.core.records import SearchFilter as Filter
 from gbr.core.store import Store
+from gbr.core.store_queries import filter_sql
 from tests.conftest import EXAMPLE, write_tree
 
 FTS = "fts_main_chunks"
@@ -34,7 +37,12 @@ def fts_state(store: Store) -> dict[str, Any]:
         GROUP BY ALL"""
     ).fetchall()
     ((num_docs, avgdl),) = q(f"SELECT num_docs, avgdl FROM {FTS}.stats").fetchall()
+    postings = q(
+        f"""SELECT d.name, t.term, p.tf FROM {FTS}.postings AS p
+        JOIN {FTS}.docs AS d USING (docid) JOIN {FTS}.dict AS t USING (termid)"""
+    ).fetchall()
     return {
+        "postings": sorted(postings),
         "docs": sorted(q(f"SELECT name, len FROM {FTS}.docs").fetchall()),
         "terms": sorted(terms),
         "dict": sorted(q(f"SELECT term, df FROM {FTS}.dict").fetchall()),
@@ -154,3 +162,72 @@ def test_patching_follows_the_tokenizer_settings_of_the_index(
             patched = fts_state(store)
             store.refresh_fulltext(config)
             assert fts_state(store) == patched, config
+
+
+def macro_bm25(
+    store: Store, query: str, where: str, params: list[object]
+) -> list[tuple[int, float]]:
+    """What DuckDB's own `match_bm25` macro ranks, scoring every chunk: the reference."""
+    rows = store.con.execute(
+        f"SELECT id, score FROM (SELECT id, {FTS}.match_bm25(id, ?) AS score FROM chunks "
+        f"WHERE {where}) WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT 50",
+        [code_words(query), *params],
+    ).fetchall()
+    return [(int(i), round(float(s), 9)) for i, s in rows]
+
+
+RANKING_QUERIES = [
+    *QUERIES,
+    "check that an ISBN is valid",
+    "how are overdue fines calculated",
+    "the the of",  # stop words only
+    "isbn isbn ISBN",  # repeated terms count once, as in the macro
+    "",
+]
+FILTERS = [
+    Filter(),
+    Filter(path="src/bookshelf/isbn.gleam"),
+    Filter(module="bookshelf"),
+    Filter(kinds=("function",)),
+    Filter(path="src/*", kinds=("type", "constant")),
+    Filter(tests="exclude"),
+]
+
+
+@pytest.mark.parametrize("config", [FtsConfig(), FtsConfig(stemmer="none")])
+def test_postings_rank_exactly_as_the_macro_patched_and_rebuilt(
+    edited_index: Path, tmp_path: Path, config: FtsConfig
+) -> None:
+    """The postings path must give the macro's ids, order and scores, filtered or not."""
+    for label, rebuild in (("patched", False), ("rebuilt", True)):
+        db = tmp_path / f"{label}.duckdb"
+        shutil.copy(edited_index, db)
+        with Store.open(db) as store:
+            store.update_fulltext(config)
+            if rebuild:
+                store.refresh_fulltext(config)
+            else:
+                rewrite_file(store, "src/bookshelf/isbn.gleam")
+                assert store.update_fulltext(config) == "patched"
+            for query in RANKING_QUERIES:
+                for where in FILTERS:
+                    sql, params = filter_sql(where)
+                    expected = macro_bm25(store, query, sql, params) if query else []
+                    got = [(i, round(s, 9)) for i, s in store.bm25(code_words(query), 50, where)]
+                    assert got == expected, (label, config, query, where)
+                    if query == "check that an ISBN is valid" and not where:
+                        assert got, "the example must have matches for this query"
+
+
+def test_an_index_without_postings_still_ranks_and_gets_them_at_the_next_update(
+    edited_index: Path,
+) -> None:
+    """An index written by an older gbr has no postings table: it searches with the macro,
+    and the next update rebuilds the full-text index with the table."""
+    with Store.open(edited_index) as store:
+        before = store.bm25("isbn", 20)
+        store.con.execute(f"DROP TABLE {FTS}.postings")
+        assert store.bm25("isbn", 20) == before
+        assert store.update_fulltext() == "rebuilt"
+        assert store.bm25("isbn", 20) == before
+        assert store.con.execute(f"SELECT count(*) FROM {FTS}.postings").fetchone()[0] > 0
