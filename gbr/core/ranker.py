@@ -230,7 +230,8 @@ class LinearRanker:
     name: str = "linear"
 
     def scores(self, x: np.ndarray) -> np.ndarray:
-        return ((x - self.mean) / self.std) @ self.weights
+        scored: np.ndarray = ((x - self.mean) / self.std) @ self.weights
+        return scored
 
     def order(self, x: np.ndarray) -> list[int]:
         """Candidate indices best first; ties keep the input order (stable), so the result

@@ -133,7 +133,8 @@ def with_value(settings: Settings, key: str, text: str | None) -> Settings:
     if key not in KEYS:
         raise ConfigError(f"unknown setting {key!r}; known: {', '.join(KEYS)}")
     if text is None:
-        return replace(settings, **{key: () if key == "ignore" else None})
+        unset: dict[str, Any] = {key: () if key == "ignore" else None}
+        return replace(settings, **unset)
     if key == "ignore":
         patterns = tuple(p.strip() for p in text.split(",") if p.strip())
         return replace(settings, ignore=patterns)

@@ -146,7 +146,7 @@ def _module_of(file: Path, package: _Package) -> str:
 IGNORE_FILES = (".gitignore", ".gbrignore")
 
 
-def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
+def _ignore_spec(folder: Path) -> pathspec.GitIgnoreSpec | None:
     lines: list[str] = []
     for name in IGNORE_FILES:
         ignore = folder / name
@@ -164,12 +164,12 @@ def _ignore_spec(folder: Path) -> pathspec.PathSpec | None:
         return None
 
 
-def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec]]) -> bool:
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.GitIgnoreSpec]]) -> bool:
     """As git decides: the deepest `.gitignore` with a matching pattern wins, so a nested
     `!pattern` re-includes what a parent folder's file ignores."""
     for base, spec in reversed(specs):
         rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
-        decision = spec.check_file(rel).include
+        decision: bool | None = spec.check_file(rel).include
         if decision is not None:
             return decision
     return False
@@ -178,7 +178,7 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, pathspec.PathSpec
 def _walk_dir(
     folder: Path,
     root: Path,
-    specs: list[tuple[Path, pathspec.PathSpec]],
+    specs: list[tuple[Path, pathspec.GitIgnoreSpec]],
     package: _Package,
     options: WalkOptions,
     seen: set[tuple[int, int]],

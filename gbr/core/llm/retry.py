@@ -41,7 +41,7 @@ class Backoff:
         if asked is not None:
             return asked
         ceiling = min(self.maximum, self.initial * 2 ** (retry - 1))
-        return ceiling / 2 + self.rng() * ceiling / 2
+        return float(ceiling / 2 + self.rng() * ceiling / 2)
 
 
 def parse_retry_after(value: str | None, now: float) -> float | None:
