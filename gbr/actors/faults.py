@@ -61,7 +61,7 @@ class FaultPlan:
         n = self._count("commit")
         with self._lock:
             first_for_path = path in self.commit_files
-            self.commit_files.discard(path)  # type: ignore[arg-type]
+            self.commit_files.discard(path)
         if n in self.commit_at or first_for_path:
             self._crashed("commit")
             raise OSError(f"injected commit failure (commit {n}): Operation not permitted")

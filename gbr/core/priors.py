@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Literal, cast, get_args
+from typing import Literal, get_args
 
 from gbr.core.records import DEFAULT_TEST_POLICY, TestPolicy
 
@@ -200,4 +200,4 @@ def parse_test_policy(value: str) -> TestPolicy:
 
     if value not in TEST_POLICIES:
         raise ConfigError(f"unknown --tests {value!r}; use one of {', '.join(TEST_POLICIES)}")
-    return cast(TestPolicy, value)
+    return value
