@@ -137,7 +137,8 @@ def _run_pipeline(
     coordinator = CoordinatorActor.start(base, finished, progress)
 
     def counted() -> IndexSummary:
-        summary: IndexSummary = coordinator.ask(SummaryWanted(), timeout=60)
+        summary = coordinator.ask(SummaryWanted(), timeout=60)
+        assert isinstance(summary, IndexSummary)
         return summary
 
     def fail(error: GbrError) -> None:
@@ -149,11 +150,11 @@ def _run_pipeline(
     def dead_letter(child: str, message: Any, error: BaseException | None) -> None:
         why = f"dropped after the {child} crashed twice on it ({describe(error)})"
         if isinstance(message, FilesRemoved):
-            for path in message.paths:
-                problem = FileProblem(path, why, "dead_letter")
-                coordinator.tell(FileDone(path, "dropped", problem=problem))
+            for gone in message.paths:
+                problem = FileProblem(gone, why, "dead_letter")
+                coordinator.tell(FileDone(gone, "dropped", problem=problem))
             return
-        path = getattr(message, "path", None)
+        path: str | None = getattr(message, "path", None)
         if path is None:  # the walk or the run's end: nothing can finish without it
             fail(
                 SupervisionError(
@@ -211,7 +212,7 @@ def _run_pipeline(
         parsers = [
             supervisor.start_child(
                 f"parser-{i}",
-                lambda name=f"parser-{i}": ParserActor.start(
+                lambda name=f"parser-{i}": ParserActor.start(  # type: ignore[misc]
                     supervisor,
                     name,
                     embedder=embedder,
@@ -265,15 +266,13 @@ def _run_pipeline(
             cause = supervisor.given_up_cause
             # A store that cannot be opened or written says so better than "crashed N times".
             raise cause if isinstance(cause, GbrError) else supervisor.given_up
-        cache: dict[str, int] = {}
-        if shared is not None:
-            cache = {"cache_hits": shared.stats.hits, "cache_misses": shared.stats.misses}
         summary = replace(
             counted(),
             restarts=supervisor.restarts,
             dead_letters=supervisor.dead_letters,
             seconds=time.monotonic() - started,
-            **cache,
+            cache_hits=shared.stats.hits if shared is not None else 0,
+            cache_misses=shared.stats.misses if shared is not None else 0,
         )
         writer.ask(FinishRun(json.dumps(summary.as_dict())), timeout=600)
         summary = replace(summary, seconds=time.monotonic() - started)

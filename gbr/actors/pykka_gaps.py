@@ -9,7 +9,8 @@ message types, or an actor's stop flag. Upgrading pykka means checking this file
 
 from __future__ import annotations
 
-from typing import Any
+import queue
+from typing import Any, cast
 
 import pykka
 
@@ -23,7 +24,7 @@ def take_queued(dead: pykka.ActorRef[Any]) -> list[Any]:
     """The envelopes still queued at a dead actor, which pykka would drop; pykka's own
     messages (a stop request for the dead actor) are not work and stay behind."""
     out = []
-    inbox = dead.actor_inbox
+    inbox = _queue(dead)
     while not inbox.empty():
         envelope = inbox.get_nowait()
         if type(envelope.message).__module__.startswith("pykka"):
@@ -48,3 +49,14 @@ def end_failed_start(actor: pykka.Actor) -> None:
     """
     pykka.ActorRegistry.unregister(actor.actor_ref)
     actor.actor_stopped.set()
+
+
+def _queue(ref: pykka.ActorRef[Any]) -> queue.Queue[Any]:
+    """The actor's inbox as what it is: pykka types it as its own `ActorInbox` protocol,
+    which lacks `get_nowait` and `qsize`, though the threading actors use a `queue.Queue`."""
+    return cast("queue.Queue[Any]", ref.actor_inbox)
+
+
+def queued(ref: pykka.ActorRef[Any] | None) -> int:
+    """How many messages wait at the actor (0 without one): the daemon's queue depth."""
+    return _queue(ref).qsize() if ref is not None else 0

@@ -116,7 +116,7 @@ class EmbedCache:
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
-        found = self._guarded(lambda conn: self._lookup(conn, wanted))
+        found: dict[str, np.ndarray] | None = self._guarded(lambda conn: self._lookup(conn, wanted))
         if found is None:  # off: nothing was asked of it
             return {}
         self.stats.hits += len(found)

@@ -156,7 +156,8 @@ class OnnxEmbedder:
         with self._lock:
             self.stats.real += real
             self.stats.padded += mask.size - real
-        return pooled / np.maximum(norms, 1e-12)
+        unit: np.ndarray = pooled / np.maximum(norms, 1e-12)
+        return unit
 
 
 def _device_session(

@@ -275,6 +275,6 @@ def unchanged_summary(
         files_dropped=len(dropped),
         files_partial=len(partly),
         seconds=time.monotonic() - started,
-        dropped=dropped,
-        partial=partly,
+        dropped=tuple(dropped),
+        partial=tuple(partly),
     )

@@ -169,7 +169,7 @@ class Store:
         return dict(rows)
 
     @guarded
-    def set_meta(self, **values: str) -> None:
+    def set_meta(self, /, **values: str) -> None:
         with writing(self.path):
             for key, value in values.items():
                 self.con.execute("DELETE FROM meta WHERE key = ?", [key])
@@ -299,7 +299,7 @@ class Store:
         if not row:
             return False
         status, chunks, stale = row[0]
-        return chunks > 0 and (status == "ok" or chunks == stale)
+        return bool(chunks > 0 and (status == "ok" or chunks == stale))
 
     @guarded
     def mark_failed(

@@ -99,7 +99,8 @@ def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarr
 def matrix(column: pa.ChunkedArray) -> np.ndarray:
     flat = column.combine_chunks()
     dim = flat.type.list_size
-    return flat.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+    vectors: np.ndarray = flat.flatten().to_numpy(zero_copy_only=False)
+    return vectors.reshape(-1, dim).astype(np.float32)
 
 
 def bm25(

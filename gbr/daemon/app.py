@@ -296,7 +296,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         return PlainTextResponse(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
     add_graph_routes(app, daemon, auth, _ERRORS)
-    posts = [r.path for r in app.routes if isinstance(r, APIRoute) and "POST" in r.methods]
+    posts = [r.path for r in app.routes if isinstance(r, APIRoute) and "POST" in (r.methods or ())]
     policy = policy or HttpPolicy.for_bind(daemon.config.host)
     app.add_middleware(Gate, policy=policy, json_posts=posts)
     app.add_middleware(_Guard, metrics=daemon.metrics)  # outermost: it counts refusals too

@@ -28,6 +28,7 @@ from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
 from gbr.actors.oracle import AskQuestion, OracleActor
 from gbr.actors.oracle import ask as ask_oracle
 from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.actors.pykka_gaps import queued
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
 from gbr.core.changes import ChangeSet
 from gbr.core.embed_cache import CacheConfig, cache_config
@@ -505,7 +506,7 @@ class Daemon:
 
     def queue_depth(self) -> int:
         ref = self.indexer.actor_ref if self.indexer is not None else None
-        return ref.actor_inbox.qsize() if ref is not None else 0
+        return queued(ref)
 
     def restarts(self) -> int:
         return self.supervisor.restarts + self.pipeline_restarts
@@ -534,7 +535,8 @@ class Daemon:
                 "last_batch": self.last_batch,
             }
         )
-        return _printable(report)
+        printable: dict[str, Any] = _printable(report)
+        return printable
 
     # ----------------------------------------------------------------- metrics
 
@@ -607,7 +609,7 @@ class Daemon:
             children = [child for child, _ in self._oracles.values()]
         for child in children:
             ref = child.actor_ref
-            samples.append(({"actor": child.name}, ref.actor_inbox.qsize() if ref else 0))
+            samples.append(({"actor": child.name}, queued(ref)))
         return samples
 
 

@@ -18,7 +18,7 @@ from pydantic import Field
 from gbr.access import CodeIndex
 from gbr.core.graph.store import MAX_DEPTH
 
-READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 NameField = Annotated[
     str,
     Field(

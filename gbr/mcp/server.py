@@ -57,7 +57,7 @@ INSTRUCTIONS = (
 PROGRESS_EVERY = 0.5  # seconds between progress notifications during a reindex
 
 IN_PROCESS = "in-process"  # where a call ran, when no daemon serves the index
-READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 def build_server(
@@ -163,7 +163,7 @@ def build_server(
             via = index.via or IN_PROCESS
         return _result(_status_text(data, via), data)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))
     async def reindex(ctx: Context) -> CallToolResult:
         """Index the package again: changed files are re-embedded, unchanged ones are kept."""
         last = 0.0

@@ -160,7 +160,8 @@ class GraphReader:
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        return self.store.con  # a ThreadLocalStore hands each thread its own cursor
+        con: duckdb.DuckDBPyConnection = self.store.con  # a ThreadLocalStore: per thread
+        return con
 
     def check(self) -> None:
         """One line to re-index when the index predates the graph or another version of it."""

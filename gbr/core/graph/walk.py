@@ -66,8 +66,12 @@ def walk(top: Node, names: FileScope, text: bytes) -> Iterator[Found]:
         if kind_of == "argument" and mode == _EXPR:
             # `f(name:)` is short for `f(name: name)`: the label is also a name read.
             label = node.child_by_field_name("label")
-            shorthand = label is not None and node.child_by_field_name("value") is None
-            if shorthand and (hit := _read(node_text(label, text), scope, names, "value")):
+            shorthand = node.child_by_field_name("value") is None
+            if (
+                label is not None
+                and shorthand
+                and (hit := _read(node_text(label, text), scope, names, "value"))
+            ):
                 yield label, hit[1], hit[0]
             stack.extend([(c, scope, mode, "value") for c in node.named_children])
             continue
@@ -121,7 +125,9 @@ def _children(
         if args is not None and any(_is_hole(a) for a in args.named_children):
             how = "capture"
         callee = node.child_by_field_name("function")
-        out = [(c, scope, _EXPR, "value") for c in node.named_children if c != callee]
+        out: list[tuple[Node, frozenset[str], int, RefKind]] = [
+            (c, scope, _EXPR, "value") for c in node.named_children if c != callee
+        ]
         if callee is not None:
             out.append((callee, scope, _EXPR, how))
         return out
@@ -132,9 +138,11 @@ def _children(
     if kind_of in _BINDS:
         bound = node.child_by_field_name(_BINDS[kind_of])
         value = node.child_by_field_name("value")
-        how = "use" if kind_of == "use" else "value"
-        out = [(c, scope, _EXPR, how if c == value else "value") for c in node.named_children]
-        return [(c, s, _PATTERN if c == bound else m, k) for c, s, m, k in out]
+        bound_how: RefKind = "use" if kind_of == "use" else "value"
+        return [
+            (c, scope, _PATTERN if c == bound else _EXPR, bound_how if c == value else "value")
+            for c in node.named_children
+        ]
     if kind_of == "case_clause":
         patterns = node.child_by_field_name("patterns")
         inner = scope | _bindings(patterns, text) if patterns is not None else scope

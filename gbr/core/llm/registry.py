@@ -27,14 +27,23 @@ DEFAULT_MAX_RETRIES = 4
 class ProviderFactory(Protocol):
     """A provider class: where its settings come from, and how to build it from them."""
 
-    key_env: str | None
-    base_url_env: str | None
-    model_env: str | None
-    default_base_url: str
-    default_model: str
-    key_required: bool
-    description: str
-    wire_format: str
+    # Read-only: each provider class sets them as plain class attributes.
+    @property
+    def key_env(self) -> str | None: ...
+    @property
+    def base_url_env(self) -> str | None: ...
+    @property
+    def model_env(self) -> str | None: ...
+    @property
+    def default_base_url(self) -> str: ...
+    @property
+    def default_model(self) -> str: ...
+    @property
+    def key_required(self) -> bool: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def wire_format(self) -> str: ...
 
     def __call__(self, settings: ProviderSettings) -> LlmProvider: ...
 
