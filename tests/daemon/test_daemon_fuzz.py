@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from schemathesis import Case, CheckContext, Response
+from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.llm.registry import available, resolve_settings
@@ -153,13 +154,22 @@ def below_500(ctx: CheckContext | None, response: Response, case: Case) -> None:
 
 
 CHECKS = [error_shape, below_500]
+
+
+def excluded(case: Case) -> list[Any]:
+    """A graph question about a name the index does not hold is a documented 404 (with
+    close names), however well-formed the name: schemathesis's "valid data is accepted"
+    check cannot know which names exist."""
+    return [positive_data_acceptance] if case.operation.path.startswith("/graph/") else []
+
+
 GATE_STATUSES = {413, 415}
 
 
 @FUZZ
 @schema.parametrize()
 def test_every_operation_answers_any_input_without_a_5xx(case: Case, app: FastAPI) -> None:
-    case.call_and_validate(app=app, additional_checks=CHECKS)
+    case.call_and_validate(app=app, additional_checks=CHECKS, excluded_checks=excluded(case))
 
 
 @FUZZ
@@ -169,7 +179,12 @@ def test_with_a_token_a_request_without_it_or_with_a_wrong_one_is_a_401(
 ) -> None:
     app = guarded_app
     good = case.call(app=app, headers={"authorization": f"Bearer {TOKEN}"})
-    case.validate_response(good, additional_checks=CHECKS, transport_kwargs={"app": app})
+    case.validate_response(
+        good,
+        additional_checks=CHECKS,
+        excluded_checks=excluded(case),
+        transport_kwargs={"app": app},
+    )
     if case.operation.path == "/health" or case.method.upper() != case.operation.method.upper():
         return  # /health is open to all; a method the route lacks is a 405 before any auth
     # The gate (a POST that is not JSON, a body over the cap) refuses on the headers alone,
