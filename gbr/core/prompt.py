@@ -42,11 +42,16 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
+def header(
+    label: object, name: str, kind: str, path: str, lines: tuple[int, int], module: str
+) -> str:
+    """A context block's header: the chunks and the code graph's outlines share it."""
+    return f"### [{label}] {name} ({kind}) · {path}:{lines[0]}-{lines[1]} · module {module}"
+
+
 def chunk_header(index: int, hit: Hit) -> str:
-    return (
-        f"### [{index}] {hit.name} ({hit.kind}) · {hit.path}:{hit.start_line}-{hit.end_line}"
-        f" · module {hit.module}"
-    )
+    lines = (hit.start_line, hit.end_line)
+    return header(index, hit.name, hit.kind, hit.path, lines, hit.module)
 
 
 def render_chunk(index: int, hit: Hit, text: str | None = None) -> str:
