@@ -13,7 +13,9 @@ The prior values are chosen on the dev half of the devcorpus (bench/eval.py --de
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
@@ -135,7 +137,9 @@ class Priors:
     definitions; `module_howto` multiplies module chunks for how-to questions, `howto_type`
     type chunks for them ("how do I ..." is answered by a function to call); `literal`
     multiplies chunks whose code holds the query's phrase verbatim (see literal_phrase).
-    `wide_types` widens what counts as a type question (see query_intent).
+    `wide_types` widens what counts as a type question (see query_intent). `central` is the
+    factor for the most referenced definition of the index, and scales down to 1.0 for one
+    nothing references (see centrality).
     """
 
     tests: TestPolicy = DEFAULT_TEST_POLICY
@@ -146,6 +150,7 @@ class Priors:
     howto_type: float = 1.0
     literal: float = 1.0
     wide_types: bool = False
+    central: float = 1.0
 
     def with_tests(self, tests: TestPolicy) -> Priors:
         return replace(self, tests=tests)
@@ -161,9 +166,11 @@ class Priors:
         kind: str,
         visibility: str,
         verbatim: bool = False,
+        centrality: float = 0.0,
     ) -> float:
-        """The product of the priors that apply; `verbatim`: the code holds the query's phrase."""
-        f = 1.0
+        """The product of the priors that apply; `verbatim`: the code holds the query's phrase,
+        `centrality` (0..1): how referenced the definition is in the code graph."""
+        f = 1.0 + (self.central - 1.0) * centrality
         if self.tests == "demote" and is_aside(path, name):
             f *= self.aside
         if intent == "type" and kind in ("type", "type_alias", "external_type"):
@@ -180,6 +187,18 @@ class Priors:
 
 
 NO_PRIORS = Priors(tests="include", aside=1.0)
+
+
+def centrality(in_degrees: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], float]:
+    """Each definition's share of the code graph's attention, 0..1, from how many other
+    definitions reference it: log-scaled, so the handful of core types that everything
+    mentions do not drown the functions a few callers share (Aider's repository map ranks
+    definitions the same way, by references, with PageRank)."""
+    top = max(in_degrees.values(), default=0)
+    if top <= 0:
+        return {}
+    scale = math.log1p(top)
+    return {key: math.log1p(n) / scale for key, n in in_degrees.items() if n > 0}
 
 
 def parse_test_policy(value: str) -> TestPolicy:

@@ -18,6 +18,7 @@ import numpy as np
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.errors import ConfigError, IndexEmptyError
+from gbr.core.graph.store import GraphReader
 from gbr.core.priors import (
     ASIDE_SQL,
     DEFAULT_TEST_POLICY,
@@ -25,6 +26,7 @@ from gbr.core.priors import (
     Intent,
     Priors,
     TestPolicy,
+    centrality,
     effective_policy,
     holds_phrase,
     literal_phrase,
@@ -247,9 +249,18 @@ class Searcher:
         # (ids, matrix) as one tuple, swapped in one assignment: a daemon reloads while
         # other threads search, and they must never pair new ids with an old matrix.
         self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
+        self._central: dict[tuple[str, str], float] | None = None
 
     def reload(self) -> None:
         self._snapshot = self.store.vectors()
+        self._central = None  # read again, once, for the new snapshot
+
+    def centrality(self) -> dict[tuple[str, str], float]:
+        """The code graph's centrality of each definition, read once per index snapshot."""
+        central = self._central
+        if central is None:
+            central = self._central = centrality(GraphReader(self.store).in_degrees())
+        return central
 
     def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
         snapshot = self._snapshot
@@ -349,7 +360,8 @@ class Searcher:
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
         priors = self.ranking.priors.with_tests(effective_policy(where.tests, query))
         intent = priors.intent(query, looks_like_code(query))
-        scored = _with_priors(ranked, rows, priors, intent, literal_phrase(query))
+        central = self.centrality() if priors.central != 1.0 else {}
+        scored = _with_priors(ranked, rows, priors, intent, literal_phrase(query), central)
         return intent, self._collapse(scored, rows, size)
 
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
@@ -410,6 +422,7 @@ def _with_priors(
     priors: Priors,
     intent: Intent,
     phrase: str | None = None,
+    central: Mapping[tuple[str, str], float] | None = None,
 ) -> list[tuple[int, float]]:
     """The fused list with each score times its priors, re-sorted (stable on ties)."""
     out = []
@@ -419,7 +432,13 @@ def _with_priors(
             continue
         verbatim = priors.literal != 1.0 and holds_phrase(phrase, row["text"])
         f = priors.factor(
-            intent, row["path"], row["name"], row["kind"], row["visibility"], verbatim
+            intent,
+            row["path"],
+            row["name"],
+            row["kind"],
+            row["visibility"],
+            verbatim,
+            (central or {}).get((row["module"], row["name"]), 0.0),
         )
         out.append((doc, score * f))
     return sorted(out, key=lambda item: -item[1])

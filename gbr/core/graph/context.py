@@ -40,7 +40,7 @@ class Outline:
         return (self.module, self.name)
 
     def body(self) -> str:
-        first = next((ln.strip() for ln in self.doc.splitlines() if ln.strip()), "")
+        first = first_sentence(self.doc)
         lines = [f"/// {first}"] if first else []
         return "\n".join([*lines, self.signature.strip() or self.name])
 
@@ -77,6 +77,17 @@ class Outline:
             data.get("signature") or "",
             data.get("doc") or "",
         )
+
+
+DOC_CHARS = 160  # of the doc's first sentence, at most
+
+
+def first_sentence(doc: str) -> str:
+    """The gist of a doc comment: its first sentence (the index keeps a doc as one line)."""
+    text = " ".join(doc.split())
+    head, dot, _ = text.partition(". ")
+    text = head + ("." if dot else "")
+    return text if len(text) <= DOC_CHARS else text[: DOC_CHARS - 1].rstrip() + "…"
 
 
 # The store's query: for each span, the internal definitions referenced inside it, as

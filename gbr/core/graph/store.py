@@ -393,6 +393,24 @@ class GraphReader:
             for r in rows
         ]
 
+    def in_degrees(self) -> dict[tuple[str, str], int]:
+        """How many other definitions reference each internal one (a constructor counts for
+        its custom type); empty on an index without the graph. Feeds the search prior."""
+        if not self.ready():
+            return {}
+        rows = self.con.execute(
+            """SELECT s.module,
+                CASE WHEN s.kind = 'constructor' THEN s.parent ELSE s.name END AS name,
+                COUNT(DISTINCT r.module_from || '.' || r.source_name) AS callers
+            FROM graph_refs r JOIN graph_symbols s
+                ON s.module = r.target_module AND s.name = r.target_name
+            WHERE r.source_name <> '' AND NOT (r.module_from = s.module
+                AND r.source_name = CASE WHEN s.kind = 'constructor' THEN s.parent
+                    ELSE s.name END)
+            GROUP BY ALL"""
+        ).fetchall()
+        return {(m, n): int(c) for m, n, c in rows}
+
     # ---------------------------------------------------------------- modules
 
     def modules(self) -> set[str]:
