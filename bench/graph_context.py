@@ -65,6 +65,7 @@ def settings(budget: int) -> list[Setting]:
         Setting("chunks", replace(base, graph_context=False)),
         Setting("chunks+graph", replace(base, graph_context=True)),
         Setting(f"chunks-k{MORE_CHUNKS}", more),
+        Setting(f"chunks-k{MORE_CHUNKS}+graph", replace(more, graph_context=True)),
     ]
 
 
@@ -132,12 +133,15 @@ def summarise(rows: list[dict[str, Any]], chosen: list[Setting]) -> dict[str, An
 
 def print_block(name: str, block: dict[str, Any], chosen: list[Setting]) -> None:
     print(f"\n{name}: {block['queries']} queries")
-    print(f"  {'setting':<16}{'target in ctx':>14}{'as code':>9}{'chunks':>8}{'outlines':>9}")
+    print(
+        f"  {'setting':<18}{'target in ctx':>14}{'as code':>9}{'chunks':>8}{'outlines':>9}"
+        f"{'tokens':>8}"
+    )
     for s in chosen:
         b = block[s.name]
         print(
-            f"  {s.name:<16}{b['contained']:>14.3f}{b['code']:>9.3f}{b['chunks']:>8.1f}"
-            f"{b['outlines']:>9.1f}"
+            f"  {s.name:<18}{b['contained']:>14.3f}{b['code']:>9.3f}{b['chunks']:>8.1f}"
+            f"{b['outlines']:>9.1f}{b['tokens']:>8.0f}"
         )
 
 

@@ -407,7 +407,8 @@ class Oracle:
                 close()  # a generator's close ends its `with`, and so the HTTP response
         result.text = "".join(parts)
         result.timings["llm"] = time.perf_counter() - ask_started
-        result.citations = check_citations(result.text, result.chunks)
+        outlined = [(o.path, o.start_line, o.end_line) for o in result.outlines]
+        result.citations = check_citations(result.text, result.chunks, outlined)
         result.timings["total"] = time.perf_counter() - started
         return result
 

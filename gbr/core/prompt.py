@@ -188,11 +188,18 @@ class Citation:
         return cls(data["path"], int(data["line"]), int(data["end_line"]), bool(data["known"]))
 
 
-def check_citations(answer: str, chunks: Sequence[ContextChunk]) -> list[Citation]:
-    """Every `path:line` in the answer, flagged unknown unless a sent chunk covers it."""
+def check_citations(
+    answer: str,
+    chunks: Sequence[ContextChunk],
+    also: Sequence[tuple[str, int, int]] = (),
+) -> list[Citation]:
+    """Every `path:line` in the answer, flagged unknown unless a sent chunk covers it (or
+    one of `also`, the (path, first, last) of other blocks sent, like the graph's outlines)."""
     spans: dict[str, list[tuple[int, int]]] = {}
     for c in chunks:
         spans.setdefault(c.hit.path, []).append((c.hit.start_line, c.hit.end_line))
+    for path, first, last in also:
+        spans.setdefault(path, []).append((first, last))
     out: list[Citation] = []
     seen: set[tuple[str, int, int]] = set()
     for match in _CITATION.finditer(answer):

@@ -19,6 +19,8 @@ from gbr.core.graph.context import (
     used_outlines,
 )
 from gbr.core.graph.store import GraphReader
+from gbr.core.llm.base import ProviderSettings
+from gbr.core.llm.openai_compat import OpenAICompatProvider
 from gbr.core.oracle import AskOptions, Oracle
 from gbr.core.priors import Priors, centrality
 from gbr.core.prompt import ContextChunk
@@ -26,6 +28,7 @@ from gbr.core.records import Hit
 from gbr.core.search import Ranking, Searcher
 from gbr.core.store import Store
 from tests.conftest import write_tree
+from tests.fake_llm import Reply
 
 PRICE = """/// Doubles the amount.
 /// Used everywhere prices are shown.
@@ -203,3 +206,19 @@ def test_the_centrality_prior_lifts_the_referenced_definition_and_is_read_once(s
     ranks = {h.name: h.rank for h in plain.search(question, k=10)}
     lifted = {h.name: h.rank for h in searcher.search(question, k=10)}
     assert lifted["total"] <= ranks["total"] and lifted["total_twice"] >= ranks["total_twice"]
+
+
+def test_a_citation_of_an_outlined_definition_counts_as_in_the_context(store, model, fake_llm):
+    settings = ProviderSettings(name="openai", base_url=fake_llm.openai_base_url, model="m")
+    oracle = Oracle(Searcher(store, model), OpenAICompatProvider(settings))
+    options = AskOptions(max_chunks=1, hyde=False)
+    outlines = oracle.answer("how is the cart total added up", replace(options, dry_run=True))
+    cited = outlines.outlines[0]
+    reply = Reply(f"It uses {cited.name} ({cited.path}:{cited.start_line}).")
+    fake_llm.script(reply, reply)
+    answer = oracle.answer("how is the cart total added up", options)
+    assert [(c.path, c.line, c.known) for c in answer.citations] == [
+        (cited.path, cited.start_line, True)
+    ]
+    off = oracle.answer("how is the cart total added up", replace(options, graph_context=False))
+    assert [(c.line, c.known) for c in off.citations] == [(cited.start_line, False)]
