@@ -75,7 +75,11 @@ ROUND_TWO: dict[str, Priors] = {
 
 # Issue 13: the code graph's centrality (references from other definitions) as a prior.
 GRAPH_PRIORS: dict[str, Priors] = {
-    f"p+central{f}": replace(_SHIPPED_PRIORS, central=f) for f in (1.1, 1.2, 1.4, 1.7)
+    **{f"p+central{f}": replace(_SHIPPED_PRIORS, central=f) for f in (1.1, 1.2, 1.4, 1.7)},
+    **{
+        f"p+pagerank{f}": replace(_SHIPPED_PRIORS, central=f, central_by="pagerank")
+        for f in (1.05, 1.1, 1.2, 1.4)
+    },
 }
 
 PLAIN_RRF = Fusion(method="rrf", alpha=0.5, code_alpha=0.5, rrf_k=60, depth=50)

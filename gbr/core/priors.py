@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
@@ -139,7 +139,8 @@ class Priors:
     multiplies chunks whose code holds the query's phrase verbatim (see literal_phrase).
     `wide_types` widens what counts as a type question (see query_intent). `central` is the
     factor for the most referenced definition of the index, and scales down to 1.0 for one
-    nothing references (see centrality).
+    nothing references; `central_by` is how centrality is read: `callers` (how many
+    definitions reference it, see centrality) or `pagerank` (see pagerank).
     """
 
     tests: TestPolicy = DEFAULT_TEST_POLICY
@@ -151,6 +152,7 @@ class Priors:
     literal: float = 1.0
     wide_types: bool = False
     central: float = 1.0
+    central_by: Literal["callers", "pagerank"] = "callers"
 
     def with_tests(self, tests: TestPolicy) -> Priors:
         return replace(self, tests=tests)
@@ -189,7 +191,47 @@ class Priors:
 NO_PRIORS = Priors(tests="include", aside=1.0)
 
 
-def centrality(in_degrees: Mapping[tuple[str, str], int]) -> dict[tuple[str, str], float]:
+Node = tuple[str, str]  # (module, name) of a definition
+Edge = tuple[Node, Node]  # (referring definition, the one it references)
+
+
+def graph_centrality(edges: Sequence[Edge], by: str) -> dict[Node, float]:
+    """Centrality 0..1 of each referenced definition, read the way `Priors.central_by` says."""
+    if by == "pagerank":
+        return pagerank(edges)
+    counts: dict[Node, int] = {}
+    for _, target in edges:
+        counts[target] = counts.get(target, 0) + 1
+    return centrality(counts)
+
+
+def pagerank(edges: Sequence[Edge], damping: float = 0.85, rounds: int = 50) -> dict[Node, float]:
+    """PageRank over the reference graph, scaled so the top definition is 1.0: a definition
+    counts more when central definitions reference it, not merely many leaves. A node
+    with no references out spreads its rank evenly, as the usual formulation does."""
+    nodes = sorted({n for edge in edges for n in edge})
+    if not nodes:
+        return {}
+    index = {n: i for i, n in enumerate(nodes)}
+    out: dict[int, list[int]] = {}
+    for source, target in edges:
+        out.setdefault(index[source], []).append(index[target])
+    size = len(nodes)
+    rank = [1.0 / size] * size
+    for _ in range(rounds):
+        spread = sum(rank[i] for i in range(size) if i not in out) / size
+        nxt = [(1.0 - damping) / size + damping * spread] * size
+        for source, targets in out.items():
+            share = damping * rank[source] / len(targets)
+            for target in targets:
+                nxt[target] += share
+        rank = nxt
+    referenced = {index[t] for _, t in edges}
+    top = max(rank[i] for i in referenced)
+    return {nodes[i]: rank[i] / top for i in referenced}
+
+
+def centrality(in_degrees: Mapping[Node, int]) -> dict[Node, float]:
     """Each definition's share of the code graph's attention, 0..1, from how many other
     definitions reference it: log-scaled, so the handful of core types that everything
     mentions do not drown the functions a few callers share (Aider's repository map ranks

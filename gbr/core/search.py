@@ -26,8 +26,8 @@ from gbr.core.priors import (
     Intent,
     Priors,
     TestPolicy,
-    centrality,
     effective_policy,
+    graph_centrality,
     holds_phrase,
     literal_phrase,
 )
@@ -249,17 +249,18 @@ class Searcher:
         # (ids, matrix) as one tuple, swapped in one assignment: a daemon reloads while
         # other threads search, and they must never pair new ids with an old matrix.
         self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
-        self._central: dict[tuple[str, str], float] | None = None
+        self._central: dict[str, dict[tuple[str, str], float]] = {}
 
     def reload(self) -> None:
         self._snapshot = self.store.vectors()
-        self._central = None  # read again, once, for the new snapshot
+        self._central = {}  # read again, once, for the new snapshot
 
-    def centrality(self) -> dict[tuple[str, str], float]:
+    def centrality(self, by: str = "callers") -> dict[tuple[str, str], float]:
         """The code graph's centrality of each definition, read once per index snapshot."""
-        central = self._central
+        central = self._central.get(by)
         if central is None:
-            central = self._central = centrality(GraphReader(self.store).in_degrees())
+            edges = GraphReader(self.store).reference_edges()
+            central = self._central[by] = graph_centrality(edges, by)
         return central
 
     def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
@@ -360,7 +361,7 @@ class Searcher:
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
         priors = self.ranking.priors.with_tests(effective_policy(where.tests, query))
         intent = priors.intent(query, looks_like_code(query))
-        central = self.centrality() if priors.central != 1.0 else {}
+        central = self.centrality(priors.central_by) if priors.central != 1.0 else {}
         scored = _with_priors(ranked, rows, priors, intent, literal_phrase(query), central)
         return intent, self._collapse(scored, rows, size)
 

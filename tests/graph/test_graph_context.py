@@ -22,7 +22,7 @@ from gbr.core.graph.store import GraphReader
 from gbr.core.llm.base import ProviderSettings
 from gbr.core.llm.openai_compat import OpenAICompatProvider
 from gbr.core.oracle import AskOptions, Oracle
-from gbr.core.priors import Priors, centrality
+from gbr.core.priors import Priors, centrality, graph_centrality, pagerank
 from gbr.core.prompt import ContextChunk
 from gbr.core.records import Hit
 from gbr.core.search import Ranking, Searcher
@@ -222,3 +222,15 @@ def test_a_citation_of_an_outlined_definition_counts_as_in_the_context(store, mo
     ]
     off = oracle.answer("how is the cart total added up", replace(options, graph_context=False))
     assert [(c.line, c.known) for c in off.citations] == [(cited.start_line, False)]
+
+
+def test_pagerank_ranks_what_central_definitions_reference_above_what_leaves_do():
+    # a and b each reference hub; hub references core; leaf is referenced by a alone.
+    a, b, hub, core, leaf = (("m", n) for n in ("a", "b", "hub", "core", "leaf"))
+    ranks = pagerank([(a, hub), (b, hub), (hub, core), (a, leaf)])
+    assert set(ranks) == {hub, core, leaf}  # only what is referenced gets a prior
+    assert max(ranks.values()) == 1.0
+    assert ranks[core] > ranks[leaf] and ranks[hub] > ranks[leaf]
+    assert pagerank([]) == {}
+    by_callers = graph_centrality([(a, hub), (b, hub), (hub, core), (a, leaf)], "callers")
+    assert by_callers[hub] == 1.0 and by_callers[core] == by_callers[leaf] < 1.0

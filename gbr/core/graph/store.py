@@ -393,23 +393,27 @@ class GraphReader:
             for r in rows
         ]
 
-    def in_degrees(self) -> dict[tuple[str, str], int]:
-        """How many other definitions reference each internal one (a constructor counts for
-        its custom type); empty on an index without the graph. Feeds the search prior."""
+    def reference_edges(self) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+        """Each (referring definition, internal definition it references) once, a
+        constructor standing for its custom type and self-references left out; empty on an
+        index without the graph. Feeds the search prior's centrality."""
         if not self.ready():
-            return {}
+            return []
         rows = self.con.execute(
-            """SELECT s.module,
-                CASE WHEN s.kind = 'constructor' THEN s.parent ELSE s.name END AS name,
-                COUNT(DISTINCT r.module_from || '.' || r.source_name) AS callers
+            """SELECT DISTINCT r.module_from, r.source_name, s.module,
+                CASE WHEN s.kind = 'constructor' THEN s.parent ELSE s.name END AS name
             FROM graph_refs r JOIN graph_symbols s
                 ON s.module = r.target_module AND s.name = r.target_name
-            WHERE r.source_name <> '' AND NOT (r.module_from = s.module
-                AND r.source_name = CASE WHEN s.kind = 'constructor' THEN s.parent
-                    ELSE s.name END)
-            GROUP BY ALL"""
+            WHERE r.source_name <> ''"""
         ).fetchall()
-        return {(m, n): int(c) for m, n, c in rows}
+        return [((a, b), (m, n)) for a, b, m, n in rows if (a, b) != (m, n)]
+
+    def in_degrees(self) -> dict[tuple[str, str], int]:
+        """How many other definitions reference each internal one."""
+        counts: dict[tuple[str, str], int] = {}
+        for _, target in self.reference_edges():
+            counts[target] = counts.get(target, 0) + 1
+        return counts
 
     # ---------------------------------------------------------------- modules
 
