@@ -23,8 +23,8 @@ import duckdb
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.evaluation import QUERY_KINDS, Query, load_queries  # noqa: E402
 from gbr.core.errors import GbrError  # noqa: E402
-from gbr.core.evaluation import QUERY_KINDS, Query, load_queries  # noqa: E402
 
 NON_LIBRARY = ("test/", "examples/", "dev/")
 

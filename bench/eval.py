@@ -26,17 +26,18 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
 from gbr.core.chunk_text import search_text  # noqa: E402
 from gbr.core.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
+from gbr.core.fulltext import FtsConfig  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
 from gbr.core.priors import Priors  # noqa: E402
 from gbr.core.ranker import load_ranker  # noqa: E402
 from gbr.core.records import Chunk  # noqa: E402
 from gbr.core.rerank import Reranker, load_reranker  # noqa: E402
 from gbr.core.search import NO_RANKING, Fusion, Mode, Ranking, Searcher  # noqa: E402
-from gbr.core.store import FtsConfig, Store  # noqa: E402
+from gbr.core.store import Store  # noqa: E402
 
 
 @dataclass(frozen=True)

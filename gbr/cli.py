@@ -19,14 +19,13 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from gbr.actors.coordinator import Progress
+    from gbr.access import LocalIndex, LocalSettings
+    from gbr.access.discovery import DaemonInfo
     from gbr.core.embed_cache import CacheConfig
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
-    from gbr.core.records import Hit, IndexSummary
+    from gbr.core.records import Hit, IndexSummary, Progress
     from gbr.core.settings import Settings
-    from gbr.daemon.client import DaemonClient
-    from gbr.daemon.discovery import DaemonInfo
 
 app = typer.Typer(
     name="gleambrctl",
@@ -242,25 +241,18 @@ def _find_db(db: Path | None) -> Path:
     return db if db is not None else find_index(Path.cwd())
 
 
-def _daemon_client(db: Path) -> DaemonClient | None:
-    """A client for the daemon serving `db`, when one runs: DuckDB then lets only it in.
+def _local(settings: LocalSettings, model_dir: Path | None, device: str = "cpu") -> LocalIndex:
+    """The index in this process, its model loaded on first use; `gbr.access.chosen` then
+    hands a command the daemon serving the index instead, when one runs (DuckDB then lets
+    only it in), with a note when a dead daemon's discovery file was removed."""
+    from gbr.access import LocalIndex
 
-    With no daemon this costs one failed file read; a stale discovery file left by a
-    daemon that died is removed, with a note.
-    """
-    from gbr.daemon.discovery import find_daemon
-
-    info = find_daemon(db, on_stale=_note_stale)
-    if info is None:
-        return None
-    from gbr.daemon.client import DaemonClient
-
-    return DaemonClient(info)
+    return LocalIndex(settings, lambda: _load_model(model_dir, device))
 
 
 def _note_stale(info: DaemonInfo | None, why: str) -> None:
     """Tell the user (on stderr) about a dead daemon's discovery file that was removed."""
-    from gbr.daemon.discovery import describe_stale
+    from gbr.access.discovery import describe_stale
 
     err.print(f"[dim]note: {escape(describe_stale(info, why))}[/dim]")
 
@@ -349,21 +341,21 @@ def index(
 
     interrupts.install(INTERRUPTED)
     with _errors(debug) as command:
-        from gbr.actors.pipeline import IndexOptions, default_db, run_index
+        from gbr.access import LocalSettings, RemoteIndex, chosen
+        from gbr.core.paths import default_db
         from gbr.core.store import prepare_folder
 
         root = _package_root(path)
         db_path = db or default_db(root)
         deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
         cache, device = _engine_settings(db_path, embed_cache, device)
-        options = IndexOptions(
-            root=root,
-            db=db_path,
+        settings = LocalSettings(
+            root,
+            db_path,
             include_deps=deps,
             max_bytes=max_bytes,
-            follow_outside_links=follow_outside_links,
-            staged=True,  # readers keep the last complete index meanwhile
             ignore=ignore,
+            follow_outside_links=follow_outside_links,
             embed_cache=cache,
         )
         _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
@@ -371,18 +363,20 @@ def index(
         prepare_folder(db_path)
         _telemetry(db_path, echo=verbose)
         _remember_deps(db_path, include_deps)
-        client = _daemon_client(db_path)
-        if client is not None:
-            if rebuild:
-                client.close()
-                raise _daemon_in_the_way(client.info, db_path)
-            summary = _index_through(client, root, db_path, quiet=json_out)
-        else:
-            _set_aside_if_needed(db_path, rebuild)
-            model = _load_model(model_dir, device)
-            show_bar = not json_out and err.is_terminal
-            with _progress_bar(show_bar) as on_progress:
-                summary = run_index(options, model, progress=on_progress)
+        local = _local(settings, model_dir, device)
+        with chosen(local, _note_stale) as chosen_index:
+            if isinstance(chosen_index, RemoteIndex):
+                if rebuild:
+                    raise _daemon_in_the_way(chosen_index.pid, db_path)
+                if not json_out:
+                    err.print(f"[dim]indexing through the daemon (pid {chosen_index.pid})[/dim]")
+                summary = chosen_index.index()
+            else:
+                _set_aside_if_needed(db_path, rebuild)
+                local.model  # noqa: B018 - loaded before the bar starts
+                show_bar = not json_out and err.is_terminal
+                with _progress_bar(show_bar) as on_progress:
+                    summary = local.index(progress=on_progress)
         if json_out:
             from gbr.cli_output import stamped
 
@@ -398,12 +392,11 @@ def index(
             )
 
 
-def _daemon_in_the_way(info: DaemonInfo, db: Path) -> GbrError:
+def _daemon_in_the_way(pid: int, db: Path) -> GbrError:
     from gbr.core.errors import DaemonError
 
     return DaemonError(
-        f"the daemon (pid {info.pid}) serves {db}; stop it (Ctrl-C, or kill {info.pid}) "
-        "before --rebuild"
+        f"the daemon (pid {pid}) serves {db}; stop it (Ctrl-C, or kill {pid}) before --rebuild"
     )
 
 
@@ -424,22 +417,6 @@ def _set_aside_if_needed(db: Path, rebuild: bool) -> None:
         )
     else:
         err.print(f"[dim]kept the old index as {escape(aside.name)}; rebuilding it[/dim]")
-
-
-def _index_through(client: DaemonClient, root: Path, db: Path, quiet: bool) -> IndexSummary:
-    """A full pass run by the daemon that serves `db`, with the daemon's own options."""
-    from gbr.core.errors import ConfigError
-    from gbr.core.records import IndexSummary
-
-    with client:
-        if not client.info.serves(root):
-            raise ConfigError(
-                f"the daemon serving {db} (pid {client.info.pid}) indexes {client.info.root}, "
-                f"not {root}; stop it, or pass --db with another file"
-            )
-        if not quiet:
-            err.print(f"[dim]indexing through the daemon (pid {client.info.pid})[/dim]")
-        return IndexSummary.from_dict(client.index())
 
 
 @contextmanager
@@ -520,12 +497,11 @@ def search(
 ) -> None:
     """Search the index: dense vectors and BM25, fused (see --mode for what the score means)."""
     with _errors(debug) as command:
+        from gbr.access import LocalSettings, chosen
         from gbr.cli_output import stamped
         from gbr.core.errors import ConfigError
-        from gbr.core.filter_hint import add_filter_hint
         from gbr.core.priors import parse_test_policy
-        from gbr.core.search import KINDS, MODES, Filter, Searcher, search_json
-        from gbr.core.snapshot import open_for_reading
+        from gbr.core.search import KINDS, MODES, Filter
 
         if mode is not None and mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
@@ -543,34 +519,23 @@ def search(
         mode = mode or settings.mode or "hybrid"
         policy = parse_test_policy(tests or settings.tests or "demote")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()), tests=policy)
-        client = _daemon_client(db_path)
-        if client is not None:
-            body = {
-                "k": k,
-                "mode": mode,
-                "path": in_path,
-                "module": module,
-                "kinds": kind or [],
-                "tests": where.tests,
-            }
-            with client:
-                _search_through(client, query, body, json_out, vimgrep)
-            return
-        with open_for_reading(db_path) as store:
-            searcher = Searcher(store, _load_model(model_dir))
-            root = store.meta().get("root")
-            if query == "-":
-                for line in sys.stdin:
-                    if line.strip():
-                        _check_query_length(line.strip())
-                        hits = searcher.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
-                        data = add_filter_hint(search_json(line.strip(), mode, hits), store, where)
-                        sys.stdout.write(json.dumps(stamped(data, root)) + "\n")
-                        sys.stdout.flush()
-                return
-            hits = searcher.search(query, k, mode, where)  # type: ignore[arg-type]
-            data = add_filter_hint(search_json(query, mode, hits), store, where)
-        _render_search(stamped(data, root), root, json_out, vimgrep)
+        # Kept open for all the queries of `search -`, as one search would.
+        local = _local(LocalSettings(db_path.parent.parent, db_path, keep_open=True), model_dir)
+        with chosen(local, _note_stale) as index:
+            try:
+                root = index.root if index.via is not None else index.status().get("root")
+                if query == "-":
+                    for line in sys.stdin:
+                        if line.strip():
+                            _check_query_length(line.strip())
+                            found = index.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
+                            sys.stdout.write(json.dumps(stamped(found.as_dict(), root)) + "\n")
+                            sys.stdout.flush()
+                    return
+                found = index.search(query, k, mode, where)  # type: ignore[arg-type]
+            finally:
+                local.close()
+        _render_search(stamped(found.as_dict(), root), root, json_out, vimgrep)
 
 
 def _package_settings(db_path: Path) -> Settings:
@@ -610,32 +575,14 @@ def _remember_deps(db_path: Path, include_deps: bool | None) -> None:
 
 def _check_query_length(query: str) -> None:
     """The daemon's cap on a query, so that a local search fails the same way (exit 2)."""
+    from gbr.access.client import MAX_QUERY_CHARS
     from gbr.core.errors import ConfigError
-    from gbr.daemon.client import MAX_QUERY_CHARS
 
     if len(query) > MAX_QUERY_CHARS:
         raise ConfigError(
             f"the query is {len(query)} characters long, over the {MAX_QUERY_CHARS} a search "
             "takes; shorten it"
         )
-
-
-def _search_through(
-    client: DaemonClient, query: str, body: dict[str, Any], json_out: bool, vimgrep: bool
-) -> None:
-    """`search` answered by the daemon: the same JSON, the same rendering."""
-    from gbr.cli_output import stamped
-
-    root = client.info.root
-    if query == "-":
-        for line in sys.stdin:
-            if line.strip():
-                data = client.search({**body, "query": line.strip()})
-                sys.stdout.write(json.dumps(stamped(data, root)) + "\n")
-                sys.stdout.flush()
-        return
-    data = client.search({**body, "query": query})
-    _render_search(stamped(data, root), root, json_out, vimgrep)
 
 
 def _render_search(
@@ -721,9 +668,9 @@ def ask(
     with _errors(debug) as command:
         from dataclasses import replace
 
+        from gbr.access import LlmChoice, LocalSettings, chosen
         from gbr.core.oracle import AskOptions
         from gbr.core.priors import parse_test_policy
-        from gbr.local_index import LocalIndex, LocalSettings
 
         if tests is not None:
             parse_test_policy(tests)
@@ -734,27 +681,14 @@ def ask(
         )
         if graph_context is not None:
             options = replace(options, graph_context=graph_context)
-        client = _daemon_client(db_path)
-        if client is not None:
-            from gbr.daemon.client import ask_body
-
-            if reranker is not None or timeout is not None:
+        llm = LlmChoice(provider, model, timeout, reranker)
+        local = _local(LocalSettings(db_path.parent.parent, db_path), model_dir)
+        with chosen(local, _note_stale) as index:
+            if index.via is not None and (reranker is not None or timeout is not None):
                 err.print("[dim]note: --reranker and --timeout are the daemon's own settings[/dim]")
-            body = ask_body(question, options, provider, model)
-            with client:
-                code = _ask_through(client, body, json_out, dry_run)
-            raise typer.Exit(code)
-        root = db_path.parent.parent
-        local = LocalIndex(LocalSettings(root, db_path), lambda: _load_model(model_dir))
-        outcome = local.ask(
-            question,
-            options,
-            provider,
-            model,
-            on_token=None if json_out else _print_token,
-            reranker=reranker,
-            timeout=timeout,
-        )
+            on_token = None if json_out or dry_run else _print_token
+            outcome = index.ask(question, options, llm, on_token=on_token)
+            root = index.root
         if not json_out and outcome.answer["provider"] is not None:
             sys.stdout.write("\n")  # after the streamed answer
         _render_answer_data(outcome.answer, json_out, dry_run, root)
@@ -793,19 +727,6 @@ def _render_answer_data(
         err.print(f"[yellow]not in the context sent:[/yellow] {escape(listed)}")
 
 
-def _ask_through(client: DaemonClient, body: dict[str, Any], json_out: bool, dry_run: bool) -> int:
-    """`ask` answered by the daemon, streamed the same way; returns the exit code."""
-    from gbr.core.errors import MissingKeyError
-
-    streaming = not json_out and not dry_run
-    data = client.ask(body, _print_token if streaming else None)
-    code = int(data.pop("exit_code", 0))
-    if streaming and code != MissingKeyError.exit_code:
-        sys.stdout.write("\n")  # as a local run does once a provider was found
-    _render_answer_data(data, json_out, dry_run, client.info.root)
-    return code
-
-
 @app.command()
 def chat(
     path: Annotated[Path, typer.Argument(help="The Gleam package to talk about.")] = Path("."),
@@ -831,28 +752,19 @@ def chat(
     When `gleambrctl serve` runs for the package, the chat goes through that daemon.
     """
     with _errors(debug):
-        from gbr.actors.pipeline import default_db
-        from gbr.chat import (
-            ChatBackend,
-            ChatSession,
-            ChatSettings,
-            DaemonBackend,
-            LocalBackend,
-            Views,
-            run_interactive,
-            run_piped,
-        )
+        from gbr.access import LocalSettings, choose
+        from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
+        from gbr.core import telemetry
 
-        root = _package_root(path)
+        root = _package_root(path).resolve()
+        local_settings = LocalSettings(root, db, keep_open=True, cancel_on_ctrl_c=True)
         # A daemon serving the index owns it (DuckDB lets no one else in): go through it.
-        client = _daemon_client(db or default_db(root))
-        backend: ChatBackend
-        if client is not None:
+        backend = choose(_local(local_settings, model_dir), _note_stale)
+        if backend.via is not None:
             if timeout is not None:
                 err.print("[dim]note: --timeout is the daemon's own setting[/dim]")
-            backend = DaemonBackend(client)
         else:
-            backend = LocalBackend(root, lambda: _load_model(model_dir), db=db)
+            telemetry.configure(backend.db.parent / "events.jsonl")
         views = Views(_print_hits, _print_summary, lambda: _progress_bar(err.is_terminal))
         settings = ChatSettings(
             provider=provider,
@@ -882,17 +794,15 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with _errors(debug) as command:
-        from gbr.core.snapshot import lock_holder, open_for_reading
-        from gbr.core.store import status_report
+        from gbr.access import LocalSettings, chosen
+        from gbr.core.snapshot import lock_holder
 
         db_path = command.db = _find_db(db)
-        client = _daemon_client(db_path)
-        if client is not None:
-            with client:
-                report = client.status()
-        else:
-            with open_for_reading(db_path) as store:
-                report = status_report(store)
+        local = _local(LocalSettings(db_path.parent.parent, db_path), None)
+        with chosen(local, _note_stale) as index:
+            report = index.status()
+            here = index.via is None
+        if here:
             holder = lock_holder(db_path)
             if holder is not None and holder[1] == "index":
                 report["index_run_pid"] = holder[0]  # the figures are of the last complete run
@@ -1025,8 +935,8 @@ def settings_command(
 
 def _settings_db() -> Path:
     """The index found from here upward, else the one this folder's package would get."""
-    from gbr.actors.pipeline import default_db
     from gbr.core.errors import ConfigError
+    from gbr.core.paths import default_db
 
     try:
         return _find_db(None)
@@ -1095,8 +1005,8 @@ def serve(
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
     with _errors(debug):
         from gbr.actors.faults import parse_faults
-        from gbr.actors.pipeline import default_db
         from gbr.core.errors import ConfigError
+        from gbr.core.paths import default_db
         from gbr.daemon.server import DEFAULT_PORT
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
@@ -1202,9 +1112,8 @@ def mcp(
     answered in this process otherwise.
     """
     with _errors(debug):
-        from gbr.actors.pipeline import default_db
-        from gbr.local_index import LocalIndex, LocalSettings
-        from gbr.mcp.backends import IndexChooser
+        from gbr.access import LocalSettings
+        from gbr.core.paths import default_db
         from gbr.mcp.server import run_stdio
 
         root = _package_root(path)
@@ -1212,8 +1121,7 @@ def mcp(
         _telemetry(db_path)  # never echoed: stdout carries the protocol
         deps, max_bytes, ignore = _walk_settings(db_path, include_deps, max_file_size)
         settings = LocalSettings(root, db_path, deps, max_bytes, ignore)
-        local = LocalIndex(settings, lambda: _load_model(model_dir))
-        run_stdio(IndexChooser(local, on_stale=_note_stale))
+        run_stdio(_local(settings, model_dir), on_stale=_note_stale)
 
 
 from gbr.cli_graph import register as _register_graph  # noqa: E402 - needs the options above

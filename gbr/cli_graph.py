@@ -1,7 +1,7 @@
 """`gleambrctl refs | callers | callees | graph`: the code graph on the command line.
 
 Registered into the app by `gbr.cli` (`register(app)`); the commands parse, ask
-`gbr.graph_access` (the daemon when one runs, else the index file) and render: positions as
+`CodeIndex.graph` (the daemon when one runs, else the index file) and render: positions as
 `path:line:col` grouped by file, or `--json`, the object the daemon and MCP tools return.
 """
 
@@ -106,12 +106,16 @@ def _calls_command(cli: Any, op: str) -> Any:
 
 
 def _ask(cli: Any, op: str, name: str | None, depth: int, db: Path | None, debug: bool) -> Any:
+    """The answer through the index's CodeIndex: the daemon serving it, else this process."""
+    from gbr.access import LocalSettings, chosen
     from gbr.cli_output import stamped
-    from gbr.graph_access import query
 
     with cli._errors(debug) as command:
         db_path = command.db = cli._find_db(db)
-        data, root = query(db_path, op, name, depth, on_stale=cli._note_stale)
+        local = cli._local(LocalSettings(db_path.parent.parent, db_path), None)
+        with chosen(local, cli._note_stale) as index:
+            data = index.graph(op, name, depth)
+            root = index.root if index.via is not None else index.status().get("root")
         return stamped(data, root)
 
 

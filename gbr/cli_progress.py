@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 if TYPE_CHECKING:
-    from gbr.actors.coordinator import Progress
+    from gbr.core.records import Progress
 
 
 def _clock(seconds: float) -> str:

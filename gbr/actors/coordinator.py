@@ -1,62 +1,30 @@
 """The coordinator counts files reaching the end of the pipeline and knows when a run is done.
 
 It also hears chunks as the embedder gives them vectors, so a watcher sees a big file move.
+It alone counts a run: others ask it for the summary (`SummaryWanted`) and get a frozen
+copy, so no other thread ever changes what it is counting.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 import pykka
 
-from gbr.actors.messages import ChunksEmbedded, ChunksQueued, FileDone, WalkFinished
-from gbr.core.records import IndexSummary
+from gbr.actors.messages import (
+    ChunksEmbedded,
+    ChunksQueued,
+    FileDone,
+    SummaryWanted,
+    WalkFinished,
+)
+from gbr.core.records import IndexSummary, Progress, ProgressCallback
 from gbr.core.telemetry import log
 
 PROGRESS_EVERY = 1.0  # seconds between index_progress events
-
-
-@dataclass(frozen=True, slots=True)
-class Progress:
-    done: int
-    expected: int | None  # None until the walk has finished
-    chunks: int
-    dropped: int
-    elapsed: float
-    # Heard only while someone watches (a progress callback is given); 0 otherwise.
-    files_queued: int = 0  # files whose chunks the embedder has taken
-    chunks_queued: int = 0  # of their chunks, those that needed new vectors
-    chunks_embedded: int = 0  # of those, the ones that have them now
-    files_indexed: int = 0
-
-    @property
-    def rate(self) -> float:
-        """Chunks embedded per second since the run started."""
-        return self.chunks_embedded / self.elapsed if self.elapsed > 0 else 0.0
-
-    def chunks_left(self) -> float | None:
-        """Chunks still to embed: those queued, plus a guess for files not yet queued
-        (the average so far per queued file); None until the walk has finished."""
-        if self.expected is None:
-            return None
-        waiting = max(0, self.files_queued - self.files_indexed)  # queued, not yet written
-        unqueued = max(0, self.expected - self.done - waiting)
-        per_file = self.chunks_queued / self.files_queued if self.files_queued else 0.0
-        return max(0, self.chunks_queued - self.chunks_embedded) + unqueued * per_file
-
-    def eta(self) -> float | None:
-        """Seconds left at the rate so far, or None while there is no rate to go by."""
-        left = self.chunks_left()
-        if left is None or self.rate <= 0:
-            return None
-        return left / self.rate
-
-
-ProgressCallback = Callable[[Progress], None]
 
 
 class CoordinatorActor(pykka.ThreadingActor):
@@ -66,12 +34,13 @@ class CoordinatorActor(pykka.ThreadingActor):
 
     def __init__(
         self,
-        summary: IndexSummary,
+        base: IndexSummary,
         finished: threading.Event,
         progress: ProgressCallback | None = None,
     ) -> None:
         super().__init__()
-        self.summary = summary
+        # Swapped, never changed: a summary handed out stays as it was.
+        self._summary = base
         self.progress = progress
         self.finished = finished
         self._done: dict[str, FileDone] = {}
@@ -81,11 +50,13 @@ class CoordinatorActor(pykka.ThreadingActor):
         self._logged = 0.0  # run time of the last index_progress event
 
     def on_receive(self, message: Any) -> Any:
+        if isinstance(message, SummaryWanted):
+            return self.summary()
         if isinstance(message, FileDone):
             self._record(message)
         elif isinstance(message, WalkFinished):
             self._expected = message.paths
-            self.summary.files_seen = message.seen
+            self._summary = replace(self._summary, files_seen=message.seen)
         elif isinstance(message, ChunksQueued):
             self._files_queued += message.files
             self._chunks_queued += message.chunks
@@ -96,38 +67,45 @@ class CoordinatorActor(pykka.ThreadingActor):
             self.finished.set()
         return None
 
+    def summary(self) -> IndexSummary:
+        """The run so far, built on the summary the run started with (root, db, reason)."""
+        return self._summary
+
     def _record(self, done: FileDone) -> None:
         if done.path in self._done:
             return
         self._done[done.path] = done
-        s = self.summary
+        s = self._summary
         if done.outcome == "indexed":
-            s.files_indexed += 1
-            s.chunks += done.chunks
-            s.chunks_embedded += done.embedded
-            s.chunks_cached += done.cached
+            s = replace(
+                s,
+                files_indexed=s.files_indexed + 1,
+                chunks=s.chunks + done.chunks,
+                chunks_embedded=s.chunks_embedded + done.embedded,
+                chunks_cached=s.chunks_cached + done.cached,
+            )
         elif done.outcome == "unchanged":
-            s.files_unchanged += 1
+            s = replace(s, files_unchanged=s.files_unchanged + 1)
         elif done.outcome == "removed":
-            s.files_removed += 1
+            s = replace(s, files_removed=s.files_removed + 1)
         elif done.outcome == "dropped" and done.problem is not None:
-            s.files_dropped += 1
-            s.dropped.append(done.problem)
+            s = replace(s, files_dropped=s.files_dropped + 1, dropped=(*s.dropped, done.problem))
         if done.outcome in ("indexed", "unchanged") and done.problem is not None:
-            s.files_partial += 1  # indexed in part: some definitions did not parse
-            s.partial.append(done.problem)
+            # Indexed in part: some definitions did not parse.
+            s = replace(s, files_partial=s.files_partial + 1, partial=(*s.partial, done.problem))
+        self._summary = s
 
     def _report(self) -> None:
         progress = Progress(
             done=len(self._done),
             expected=len(self._expected) if self._expected is not None else None,
-            chunks=self.summary.chunks,
-            dropped=self.summary.files_dropped,
+            chunks=self._summary.chunks,
+            dropped=self._summary.files_dropped,
             elapsed=time.monotonic() - self._started,
             files_queued=self._files_queued,
             chunks_queued=self._chunks_queued,
             chunks_embedded=self._chunks_embedded,
-            files_indexed=self.summary.files_indexed,
+            files_indexed=self._summary.files_indexed,
         )
         # A long run says how far it got, at most once a second, even with no progress bar.
         if progress.elapsed - self._logged >= PROGRESS_EVERY:

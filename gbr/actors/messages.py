@@ -7,7 +7,7 @@ from typing import Literal
 
 from gbr.core.graph.model import FileGraph
 from gbr.core.records import Chunk, FileProblem, SourceFile
-from gbr.core.store import StoredChunk
+from gbr.core.store_writes import StoredChunk
 
 Outcome = Literal["indexed", "unchanged", "dropped", "removed"]
 
@@ -85,6 +85,11 @@ class FinishRun:
     chunks, so a run killed before this message still leaves the next run to do it."""
 
     summary_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryWanted:
+    """Coordinator (asked): the run's summary so far, as a frozen IndexSummary."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,17 @@ from typing import Any
 
 import pykka
 
-from gbr.actors.coordinator import CoordinatorActor, ProgressCallback
+from gbr.actors.coordinator import CoordinatorActor
 from gbr.actors.faults import FaultPlan
-from gbr.actors.messages import FileDone, FileFailed, FilesRemoved, FinishRun, ScanTree
+from gbr.actors.messages import (
+    FileDone,
+    FileFailed,
+    FilesRemoved,
+    FinishRun,
+    ScanTree,
+    SummaryWanted,
+)
+from gbr.actors.pykka_gaps import inbox_empty
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
 from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
@@ -23,16 +31,14 @@ from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embed_cache import CacheConfig, EmbedCache, cache_config
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
-from gbr.core.paths import check_root, default_db, package_root
-from gbr.core.records import FileProblem, IndexSummary
+from gbr.core.paths import check_root, package_root
+from gbr.core.records import FileProblem, FileState, IndexSummary, ProgressCallback
 from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
-from gbr.core.store import FileState, Store, refuse_odd_file
+from gbr.core.store import Store
+from gbr.core.store_files import refuse_odd_file
 from gbr.core.store_lock import LOCK_WAIT, open_when_free
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
-
-# Package-path logic lives in gbr.core.paths; these names stay importable from here.
-__all__ = ["IndexOptions", "check_root", "default_db", "package_root", "run_index"]
 
 
 @dataclass
@@ -98,8 +104,8 @@ def run_index(
 
     opened = open_when_free(lambda: Store.open(options.db), options.db, options.lock_wait, busy)
     with opened as store:
-        summary = IndexSummary(root=str(root), db=str(options.db))
-        summary.reindex_reason = store.prepare(**_index_meta(model, options.embed_format))
+        reason = store.prepare(**_index_meta(model, options.embed_format))
+        summary = IndexSummary(root=str(root), db=str(options.db), reindex_reason=reason)
         check_root(store, root, options.db)
         states = store.file_states()
         return _run_pipeline(options, model, progress, root, budget, summary, states)
@@ -111,12 +117,14 @@ def _run_pipeline(
     progress: ProgressCallback | None,
     root: Path,
     budget: int,
-    summary: IndexSummary,
+    base: IndexSummary,
     states: dict[str, FileState],
 ) -> IndexSummary:
+    """Run the actors over the tree; the coordinator counts, and its summary is returned
+    with what only this function knows (restarts, dead letters, time) put in."""
     started = time.monotonic()
     only = options.only
-    if only is not None and (summary.reindex_reason or "" in only or "." in only):
+    if only is not None and (base.reindex_reason or "" in only or "." in only):
         only = None  # the tables were wiped (or the root itself is listed): walk everything
 
     def open_store() -> Store:
@@ -126,7 +134,11 @@ def _run_pipeline(
     slots = threading.Semaphore(options.in_flight)
     finished = threading.Event()
     failure: list[GbrError] = []  # the first error that ends the run early
-    coordinator = CoordinatorActor.start(summary, finished, progress)
+    coordinator = CoordinatorActor.start(base, finished, progress)
+
+    def counted() -> IndexSummary:
+        summary: IndexSummary = coordinator.ask(SummaryWanted(), timeout=60)
+        return summary
 
     def fail(error: GbrError) -> None:
         if not failure:
@@ -241,25 +253,30 @@ def _run_pipeline(
         if ended == "stalled":
             raise SupervisionError(
                 f"indexing stalled: no actor had work for {options.stall_seconds:g} s with "
-                f"{summary.files_seen or 'some'} files still unaccounted for; run again "
+                f"{counted().files_seen or 'some'} files still unaccounted for; run again "
                 "(files already written are kept), with --debug to see why"
             )
         if options.cancel is not None and options.cancel.is_set():
             abort.set()  # the walker stops; files in flight may still land, which is fine
-            log().info("index_cancelled", files_done=summary.files_indexed)
+            log().info("index_cancelled", files_done=counted().files_indexed)
         if failure:
             raise failure[0]
         if supervisor.given_up is not None:
             cause = supervisor.given_up_cause
             # A store that cannot be opened or written says so better than "crashed N times".
             raise cause if isinstance(cause, GbrError) else supervisor.given_up
+        cache: dict[str, int] = {}
         if shared is not None:
-            summary.cache_hits, summary.cache_misses = shared.stats.hits, shared.stats.misses
-        summary.restarts = supervisor.restarts
-        summary.dead_letters = supervisor.dead_letters
-        summary.seconds = time.monotonic() - started
+            cache = {"cache_hits": shared.stats.hits, "cache_misses": shared.stats.misses}
+        summary = replace(
+            counted(),
+            restarts=supervisor.restarts,
+            dead_letters=supervisor.dead_letters,
+            seconds=time.monotonic() - started,
+            **cache,
+        )
         writer.ask(FinishRun(json.dumps(summary.as_dict())), timeout=600)
-        summary.seconds = time.monotonic() - started
+        summary = replace(summary, seconds=time.monotonic() - started)
     finally:
         abort.set()
         supervisor.stop_all()
@@ -312,7 +329,7 @@ def _run_staged(
         except BaseException:
             staged.discard()
             raise
-        summary.db = str(options.db)
+        summary = replace(summary, db=str(options.db))
         _commit_or_discard(staged, summary)
         return summary
 
@@ -349,7 +366,7 @@ def _wait(
 
 
 def coordinator_idle(coordinator: pykka.ActorRef[Any]) -> bool:
-    return coordinator.actor_inbox.empty()
+    return inbox_empty(coordinator)
 
 
 def stop_everything() -> None:

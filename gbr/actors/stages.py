@@ -31,8 +31,8 @@ from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreWriteError
 from gbr.core.graph.build import chunk_with_graph
 from gbr.core.indexing import SharedVectors, embed_chunks
-from gbr.core.records import FileProblem, PartialFile
-from gbr.core.store import FileState, Store
+from gbr.core.records import FileProblem, FileState, PartialFile
+from gbr.core.store import Store
 from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
 

@@ -11,6 +11,9 @@ way. pykka does not call `on_failure` for an `on_start` error: it stops the acto
 what was queued, and nobody hears of it, so a run would wait for that actor forever.
 `SupervisedActor.on_start` is therefore the one place that catches it and hands it to the
 supervisor like any crash; subclasses put their set-up in `start_up`.
+
+What this needs and pykka does not offer (moving queued envelopes, ending an actor from its
+own `on_start`) is done in gbr/actors/pykka_gaps.py, and only there.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 import pykka
 
 from gbr.actors.faults import FaultPlan
+from gbr.actors.pykka_gaps import end_failed_start, inbox_empty, requeue, take_queued
 from gbr.core.errors import SupervisionError
 from gbr.core.telemetry import log
 
@@ -71,6 +75,33 @@ class ChildRef:
     def actor_ref(self) -> pykka.ActorRef[Any] | None:
         return self._ref
 
+    @property
+    def lock(self) -> threading.RLock:
+        """Held by every sender and by a restart, so a message never reaches an inbox that
+        a restart has already moved (see SupervisedActor.on_start)."""
+        return self._lock
+
+    def start(self) -> None:
+        """Start the first incarnation, under the lock: a start that fails at once reports
+        from the actor's thread, which must find this child's `actor_ref` set."""
+        with self._lock:
+            self._ref = self._factory()
+
+    def renew(self) -> pykka.ActorRef[Any] | None:
+        """Start the next incarnation (the caller holds `lock`); None, with this child
+        stopped, when its restart window says to give up instead."""
+        if not self._restarts.allow():
+            self._ref = None
+            return None
+        self._ref = self._factory()
+        return self._ref
+
+    def detach(self) -> pykka.ActorRef[Any] | None:
+        """Forget the current incarnation and return it, for the caller to stop."""
+        with self._lock:
+            ref, self._ref = self._ref, None
+        return ref
+
     def tell(self, message: Any) -> None:
         for _ in range(1000):
             with self._lock:
@@ -109,8 +140,7 @@ class ChildRef:
         raise SupervisionError(f"{self.name} could not be restarted to answer")
 
     def stop(self) -> None:
-        with self._lock:
-            ref, self._ref = self._ref, None
+        ref = self.detach()
         if ref is not None:
             ref.stop(block=False)
 
@@ -147,20 +177,31 @@ class Supervisor:
             if self._busy:
                 return 0.0
             last = self._last_activity
-        for child in list(self._children):
+        for child in self.children():
             ref = child.actor_ref
-            if ref is not None and not ref.actor_inbox.empty():
+            if ref is not None and not inbox_empty(ref):
                 return 0.0
         return time.monotonic() - last
 
     def start_child(self, name: str, factory: ActorFactory) -> ChildRef:
         child = ChildRef(self, name, factory)
-        # Known before it starts, and started under its lock: a start that fails at once
-        # reports from the actor's thread, which must find the child and its `_ref`.
-        self._children.append(child)
-        with child._lock:
-            child._ref = factory()
+        # Known before it starts: a start that fails at once reports from the actor's
+        # thread, which must find the child (`ChildRef.start` holds its lock meanwhile).
+        with self._lock:
+            self._children.append(child)
+        child.start()
         return child
+
+    def children(self) -> list[ChildRef]:
+        """The supervised children, oldest first (a copy)."""
+        with self._lock:
+            return list(self._children)
+
+    def child_named(self, name: str) -> ChildRef:
+        for child in self.children():
+            if child.name == name:
+                return child
+        raise SupervisionError(f"{name} is not supervised")
 
     def child_failed(
         self,
@@ -184,14 +225,13 @@ class Supervisor:
         `salvage` lists what the dead actor held: the message in flight first, then work it
         had accepted but not passed on. Each is delivered again once at most.
         """
-        with child._lock:
+        with child.lock:
             if self.given_up is not None:
                 return
-            if child._ref is dead:
-                if not child._restarts.allow():
+            if child.actor_ref is dead:
+                if child.renew() is None:
                     self._give_up(child, error)
                     return
-                child._ref = child._factory()
                 self.restarts += 1
                 log().warning(
                     "actor_restarted",
@@ -200,18 +240,17 @@ class Supervisor:
                     restarts=self.restarts,
                 )
                 # Queued messages move in order behind the redelivered ones.
-                backlog = _drain(dead)
+                backlog = take_queued(dead)
             else:
                 backlog = []
-            new = child._ref
+            new = child.actor_ref
             assert new is not None
             for message in _unique(salvage):
                 if self._mark_retry(message):
                     new.tell(message)
                 else:
                     self._dead_letter(child, message, error)
-            for envelope in backlog:
-                new.actor_inbox.put(envelope)
+            requeue(new, backlog)
 
     def _mark_retry(self, message: Any) -> bool:
         with self._lock:
@@ -242,7 +281,6 @@ class Supervisor:
         )
         self.given_up_cause = error
         log().error("supervisor_gave_up", actor=child.name, error=describe(error))
-        child._ref = None
         if self.on_give_up is not None:
             self.on_give_up(child.name, error)
 
@@ -255,24 +293,11 @@ class Supervisor:
 
     def stop_all(self, timeout: float = 30.0) -> None:
         """Stop children last-started first, waiting for each `on_stop` (it closes the DB)."""
-        for child in reversed(self._children):
-            ref = child.actor_ref
-            child._ref = None
+        for child in reversed(self.children()):
+            ref = child.detach()
             if ref is not None:
                 with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout):
                     ref.stop(block=True, timeout=timeout)
-
-
-def _drain(dead: pykka.ActorRef[Any]) -> list[Any]:
-    """Envelopes still queued at a dead actor; pykka would drop the `tell` ones."""
-    out = []
-    inbox = dead.actor_inbox
-    while not inbox.empty():
-        envelope = inbox.get_nowait()
-        if type(envelope.message).__module__.startswith("pykka"):
-            continue  # a stop request for the dead actor, not work
-        out.append(envelope)
-    return out
 
 
 def _unique(messages: list[Any]) -> list[Any]:
@@ -322,8 +347,7 @@ class SupervisedActor(pykka.ThreadingActor):
             try:
                 self._supervisor.child_failed(self.child(), self.actor_ref, exc, [])
             finally:
-                pykka.ActorRegistry.unregister(self.actor_ref)
-                self.actor_stopped.set()  # pykka then skips the message loop, and the thread ends
+                end_failed_start(self)
 
     def start_up(self) -> None:
         """Set-up before the first message (open a store, say); it may raise."""
@@ -354,10 +378,7 @@ class SupervisedActor(pykka.ThreadingActor):
         return []
 
     def child(self) -> ChildRef:
-        for child in self._supervisor._children:
-            if child.name == self._child_name:
-                return child
-        raise SupervisionError(f"{self._child_name} is not supervised")
+        return self._supervisor.child_named(self._child_name)
 
     def on_failure(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
         salvage = [self._in_hand, *self.unfinished()]

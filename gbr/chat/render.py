@@ -14,10 +14,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from gbr.actors.coordinator import ProgressCallback
 from gbr.core.oracle import Answer
 from gbr.core.prompt import chunk_header, render_context, sources_line
-from gbr.core.records import Hit, IndexSummary
+from gbr.core.records import Hit, IndexSummary, ProgressCallback
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """A chat session: its state, and one `handle(line)` that does what a line says.
 
-The session knows nothing of terminals (see `terminal.py`) nor of where the work runs (see
-`backend.py`), so a scripted session over a pipe and a person at a prompt take one path.
+The session knows nothing of terminals (see `terminal.py`) nor of where the work runs (a
+`gbr.access.CodeIndex`: this process or the daemon), so a scripted session over a pipe and a
+person at a prompt take one path.
 """
 
 from __future__ import annotations
@@ -11,19 +12,22 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from gbr.access import CodeIndex, LlmChoice
 from gbr.chat import commands, render
-from gbr.chat.backend import NO_INDEX, ChatBackend, LlmChoice
 from gbr.chat.commands import Command, Question, UsageError
 from gbr.chat.render import Views
-from gbr.core.errors import GbrError, IndexEmptyError
+from gbr.core.errors import GbrError, IndexEmptyError, StoreError
 from gbr.core.llm import Message
 from gbr.core.llm.registry import available
 from gbr.core.oracle import Answer, AskOptions
 from gbr.core.records import Hit
+
+NO_INDEX = "no index yet; type /index"
 
 
 @dataclass
@@ -52,7 +56,7 @@ class ChatSettings:
 
 @dataclass
 class ChatSession:
-    backend: ChatBackend
+    backend: CodeIndex
     console: Console
     views: Views
     settings: ChatSettings = field(default_factory=ChatSettings)
@@ -66,16 +70,20 @@ class ChatSession:
     # -- entry points -----------------------------------------------------------------------
 
     def greet(self) -> None:
-        via = f" {self.backend.via}" if self.backend.via else ""
+        via = f" via {self.backend.via}" if self.backend.via else ""
         self.console.print(f"[bold]gbr chat[/bold] on {escape(str(self.backend.root))}{via}")
-        if self.backend.has_index():
-            report = self.backend.status()
-            self.console.print(
-                f"index: {report['chunks']} chunks from {report['files_ok']} files; "
-                f"{self._provider_line()}"
-            )
+        try:
+            report = self._status()
+        except StoreError as exc:  # the file is locked or damaged: said, and the chat goes on
+            render.hint(self.console, str(exc))
         else:
-            render.hint(self.console, NO_INDEX)
+            if report["indexed"]:
+                self.console.print(
+                    f"index: {report['chunks']} chunks from {report['files_ok']} files; "
+                    f"{self._provider_line()}"
+                )
+            else:
+                render.hint(self.console, NO_INDEX)
         self.console.print("[dim]Type a question, or /help for the commands.[/dim]")
 
     def handle(self, line: str) -> bool:
@@ -115,7 +123,8 @@ class ChatSession:
         elif name == "ask":
             self._ask(arg, with_history=False)
         elif name == "search":
-            self.last_hits = self.backend.search(arg, self.settings.search_k)
+            self._need_index()
+            self.last_hits = list(self.backend.search(arg, self.settings.search_k).hits)
             self.views.print_hits(self.last_hits)
         elif name == "open":
             self._open(arg)
@@ -127,7 +136,7 @@ class ChatSession:
         elif name == "index":
             self._index(arg)
         elif name == "status":
-            render.status(self.console, self.backend.status(), self._settings_lines())
+            render.status(self.console, self._status(), self._settings_lines())
         elif name == "provider":
             self._provider(arg)
         elif name == "model":
@@ -149,9 +158,16 @@ class ChatSession:
     def _ask(self, question: str, *, with_history: bool) -> None:
         self._streamed = False
         history = tuple(self.history) if with_history else ()
-        answer = self.backend.ask(
-            question, self.settings.ask_options(), self.settings.llm, history, self._token
+        self._need_index()
+        outcome = self.backend.ask(
+            question,
+            self.settings.ask_options(),
+            self.settings.llm,
+            history=history,
+            on_token=self._token,
         )
+        assert outcome.result is not None
+        answer = outcome.result
         self._end_stream()
         self.last_answer = answer
         self.last_hits = sorted((c.hit for c in answer.chunks), key=lambda h: h.rank)
@@ -168,6 +184,18 @@ class ChatSession:
         if self._streamed:
             self.write("\n")
             self._streamed = False
+
+    # -- the index --------------------------------------------------------------------------
+
+    def _need_index(self) -> None:
+        if not self.backend.has_index():
+            raise IndexEmptyError(NO_INDEX)
+
+    def _status(self) -> dict[str, Any]:
+        """The index's report, with `indexed` as the chat reads it."""
+        if not self.backend.has_index():
+            return {"root": str(self.backend.root), "db": str(self.backend.db), "indexed": False}
+        return {**self.backend.status(), "root": str(self.backend.root), "indexed": True}
 
     # -- other commands ---------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The two front ends of a chat: prompt_toolkit at a terminal, plain lines over a pipe.
 
 Both feed lines to the same `ChatSession.handle`. Ctrl-C at the prompt gives a new prompt;
-during an answer it reaches the backend, which cancels the stream (see backend.py).
+during an answer it reaches the index (`gbr.access`), which cancels the stream.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ deserves one line naming the filter and the nearest values that do exist.
 from __future__ import annotations
 
 import difflib
-from typing import Any
 
-from gbr.core.search import Filter
+from gbr.core.records import SearchFilter as Filter
 from gbr.core.store import Store
 
 SHOWN = 8  # values listed after "modules here:" / "folders here:"
@@ -20,40 +19,20 @@ def filter_hint(store: Store, where: Filter) -> str | None:
     """One line when `--module`/`--path` alone match no chunk; None when they match some."""
     if not store.counts()["chunks"]:
         return None  # an empty index says so elsewhere
-    if where.module and not _matches(store, Filter(module=where.module)):
-        modules = _distinct(store, "module")
+    if where.module and not store.any_chunk(Filter(module=where.module)):
+        modules = store.modules()
         return (
             f"no chunk is in module {where.module}; modules here: {_listing(where.module, modules)}"
         )
-    if where.path and not _matches(store, Filter(path=where.path)):
-        folders = _distinct(store, "regexp_replace(path, '[^/]*$', '')")
+    if where.path and not store.any_chunk(Filter(path=where.path)):
+        folders = store.folders()
         return (
             f"no chunk is under path {where.path} (paths are relative to the package root); "
             f"folders here: {_listing(where.path, [f or './' for f in folders])}"
         )
-    if where.module and where.path and not _matches(store, Filter(where.path, where.module)):
+    if where.module and where.path and not store.any_chunk(Filter(where.path, where.module)):
         return f"no chunk is both in module {where.module} and under path {where.path}"
     return None
-
-
-def add_filter_hint(data: dict[str, Any], store: Store, where: Filter) -> dict[str, Any]:
-    """The `search --json` object, with a `hint` when it is empty because of the filter."""
-    if not data["results"] and (where.module or where.path):
-        hint = filter_hint(store, where)
-        if hint is not None:
-            data["hint"] = hint
-    return data
-
-
-def _matches(store: Store, where: Filter) -> bool:
-    clause, params = where.sql()
-    row = store.con.execute(f"SELECT 1 FROM chunks WHERE {clause} LIMIT 1", params).fetchone()
-    return row is not None
-
-
-def _distinct(store: Store, expression: str) -> list[str]:
-    rows = store.con.execute(f"SELECT DISTINCT {expression} AS v FROM chunks ORDER BY v").fetchall()
-    return [str(value) for (value,) in rows]
 
 
 def _listing(wanted: str, values: list[str]) -> str:

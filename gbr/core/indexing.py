@@ -11,7 +11,7 @@ import numpy as np
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_text, search_text
 from gbr.core.embedder import Embedder
 from gbr.core.records import Chunk
-from gbr.core.store import StoredChunk
+from gbr.core.store_writes import StoredChunk
 from gbr.core.telemetry import log
 
 VectorLookup = Callable[[Sequence[str]], dict[str, np.ndarray]]

@@ -70,7 +70,20 @@ class AskOptions:
 
 
 @dataclass
+class Notes:
+    """What retrieval learns on the way, for the answer: timings, HyDE's fate, the reranker
+    used, a follow-up's retrieval text. Only the Oracle's own thread writes it."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+    reranker: str | None = None
+    hyde: str = "off"  # off | used | timed_out | failed
+    retrieval_query: str | None = None
+
+
+@dataclass(frozen=True)
 class Answer:
+    """An answer as it leaves the Oracle; a changed copy is made with `dataclasses.replace`."""
+
     question: str
     text: str = ""
     chunks: list[ContextChunk] = field(default_factory=list)
@@ -197,7 +210,7 @@ class Oracle:
         self,
         question: str,
         options: AskOptions,
-        answer: Answer,
+        notes: Notes,
         history: Sequence[Message] = (),
     ) -> list[Hit]:
         """Hybrid hits, fused with a HyDE snippet's neighbours when it arrives in time.
@@ -220,19 +233,19 @@ class Oracle:
         retrieval = self.searcher.retrieve(question, "hybrid", where, depth=depth)
         if followup is not None:
             fused = self._with_conversation(
-                question, followup, condense, retrieval.fused, started, options, answer, where
+                question, followup, condense, retrieval.fused, started, options, notes, where
             )
             retrieval = replace(retrieval, fused=fused)
-        answer.timings["retrieve"] = time.perf_counter() - started
+        notes.timings["retrieve"] = time.perf_counter() - started
         if hyde is not None:
-            fused = self._fuse_hyde(hyde, retrieval.fused, started, options, answer, depth, where)
+            fused = self._fuse_hyde(hyde, retrieval.fused, started, options, notes, depth, where)
             retrieval = replace(retrieval, fused=fused)
         hits = self.searcher.finish(question, retrieval, wanted, where)
         if use_reranker and self.reranker is not None:
             t = time.perf_counter()
             hits = self.reranker.rerank(question, hits)
-            answer.reranker = self.reranker.name
-            answer.timings["rerank"] = time.perf_counter() - t
+            notes.reranker = self.reranker.name
+            notes.timings["rerank"] = time.perf_counter() - t
         return hits
 
     def _start_condense(
@@ -253,7 +266,7 @@ class Oracle:
         ranked: list[tuple[int, float]],
         started: float,
         options: AskOptions,
-        answer: Answer,
+        notes: Notes,
         where: Filter,
     ) -> list[tuple[int, float]]:
         """The question's ranking fused with the conversation's (and the rewrite's, if in time)."""
@@ -264,16 +277,16 @@ class Oracle:
                 doc for doc, _ in self.searcher.ranked_ids(followup, "hybrid", where, depth)
             ],
         }
-        answer.retrieval_query = followup
+        notes.retrieval_query = followup
         if condense is not None:
             arrived = condense.wait(options.hyde_timeout - (time.perf_counter() - started))
             rewritten = (condense.result or "").strip().splitlines()
             if arrived and condense.error is None and rewritten:
-                answer.retrieval_query = rewritten[0].strip()
+                notes.retrieval_query = rewritten[0].strip()
                 lists["condensed"] = [
                     doc
                     for doc, _ in self.searcher.ranked_ids(
-                        answer.retrieval_query, "hybrid", where, depth
+                        notes.retrieval_query, "hybrid", where, depth
                     )
                 ]
             else:
@@ -297,24 +310,24 @@ class Oracle:
         ranked: list[tuple[int, float]],
         started: float,
         options: AskOptions,
-        answer: Answer,
+        notes: Notes,
         depth: int,
         where: Filter,
     ) -> list[tuple[int, float]]:
         """Plain retrieval wins whenever HyDE is late or fails: the time box is a promise."""
         arrived = hyde.wait(options.hyde_timeout - (time.perf_counter() - started))
-        answer.timings["hyde"] = time.perf_counter() - started
+        notes.timings["hyde"] = time.perf_counter() - started
         if not arrived:
-            answer.hyde = "timed_out"
+            notes.hyde = "timed_out"
             log().info("hyde_skipped", reason="time box", seconds=options.hyde_timeout)
             return ranked
         if hyde.error is not None or not (hyde.result or "").strip():
-            answer.hyde = "failed"
+            notes.hyde = "failed"
             log().info("hyde_skipped", reason=_describe(hyde.error) if hyde.error else "empty")
             return ranked
         vector = self.searcher.embedder.embed_batch([_strip_fences(hyde.result or "")])[0]
         hyde_ids = [doc for doc, _ in self.searcher.dense_by_vector(vector, depth, where)]
-        answer.hyde = "used"
+        notes.hyde = "used"
         # The question's own ranking counts double: HyDE adds recall, it must not take over.
         return rrf(
             {"question": [doc for doc, _ in ranked], "hyde": hyde_ids},
@@ -325,30 +338,42 @@ class Oracle:
         self,
         question: str,
         options: AskOptions,
-        answer: Answer,
         history: Sequence[Message] = (),
-    ) -> None:
-        """Retrieve for `question` alone, then fit earlier turns and context into the budget.
+    ) -> Answer:
+        """Retrieve for `question` alone, then fit earlier turns and context into the budget:
+        the answer with its chunks and prompt, before the LLM is asked.
 
         Earlier turns take at most `history_share` of the budget, newest first, and the
         context gets what they leave; with no history the context has the whole budget.
         """
-        hits = self.retrieve(question, options, answer, history)
+        notes = Notes()
+        hits = self.retrieve(question, options, notes, history)
         hits = hits[: options.max_chunks * 3]
         turns = fit_history(history, int(options.budget * options.history_share))
-        answer.history_sent = len(turns)
-        answer.history_trimmed = sum(m.role != "system" for m in history) - len(turns)
         budget = options.budget - message_tokens(turns)
-        answer.chunks = edges_first(select(hits, budget, options.max_chunks))
+        chunks = edges_first(select(hits, budget, options.max_chunks))
+        outlines: list[Outline] = []
         if options.graph_context:
-            left = budget - context_tokens(answer.chunks)
-            answer.outlines = used_outlines(answer.chunks, self._used_by, left)
-        context = render_with_outlines(answer.chunks, answer.outlines)
-        answer.messages = [
-            Message("system", SYSTEM_PROMPT),
-            *turns,
-            Message("user", user_prompt(question, context)),
-        ]
+            left = budget - context_tokens(chunks)
+            outlines = used_outlines(chunks, self._used_by, left)
+        return Answer(
+            question=question,
+            chunks=chunks,
+            messages=[
+                Message("system", SYSTEM_PROMPT),
+                *turns,
+                Message("user", user_prompt(question, render_with_outlines(chunks, outlines))),
+            ],
+            timings=notes.timings,
+            provider=self.provider.name if self.provider is not None else None,
+            model=self.provider.model if self.provider is not None else None,
+            reranker=notes.reranker,
+            hyde=notes.hyde,
+            history_sent=len(turns),
+            history_trimmed=sum(m.role != "system" for m in history) - len(turns),
+            retrieval_query=notes.retrieval_query,
+            outlines=outlines,
+        )
 
     def _used_by(self, spans: Sequence[Span]) -> Sequence[tuple[int, Outline]]:
         return GraphReader(self.searcher.store).used_by(spans)
@@ -372,45 +397,47 @@ class Oracle:
         can show the sources before the first token.
         """
         started = time.perf_counter()
-        result = Answer(question=question)
-        if self.provider is not None:
-            result.provider, result.model = self.provider.name, self.provider.model
-        self.prepare(question, options, result, history)
+        prepared = self.prepare(question, options, history)
+        timings = prepared.timings  # this call's own dict: only this thread writes it
         if on_context is not None:
-            on_context(result)
+            on_context(prepared)
         if options.dry_run or self.provider is None:
-            result.timings["total"] = time.perf_counter() - started
-            return result
+            timings["total"] = time.perf_counter() - started
+            return prepared
         parts: list[str] = []
+        cancelled = False
+        error: str | None = None
         ask_started = time.perf_counter()
         stream = None
         try:
             if cancel is not None and cancel.is_set():
-                result.cancelled = True
+                cancelled = True
             else:
-                stream = self.provider.stream(result.messages, max_tokens=options.max_answer_tokens)
+                stream = self.provider.stream(
+                    prepared.messages, max_tokens=options.max_answer_tokens
+                )
             for delta in stream or ():
                 if cancel is not None and cancel.is_set():
-                    result.cancelled = True
+                    cancelled = True
                     break
                 if not parts:
-                    result.timings["first_token"] = time.perf_counter() - started
+                    timings["first_token"] = time.perf_counter() - started
                 parts.append(delta)
                 if on_token is not None:
                     on_token(delta)
         except ProviderError as exc:
-            result.error = str(exc)
+            error = str(exc)
             log().warning("ask_failed", provider=self.provider.name, error=type(exc).__name__)
         finally:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()  # a generator's close ends its `with`, and so the HTTP response
-        result.text = "".join(parts)
-        result.timings["llm"] = time.perf_counter() - ask_started
-        outlined = [(o.path, o.start_line, o.end_line) for o in result.outlines]
-        result.citations = check_citations(result.text, result.chunks, outlined)
-        result.timings["total"] = time.perf_counter() - started
-        return result
+        text = "".join(parts)
+        timings["llm"] = time.perf_counter() - ask_started
+        outlined = [(o.path, o.start_line, o.end_line) for o in prepared.outlines]
+        citations = check_citations(text, prepared.chunks, outlined)
+        timings["total"] = time.perf_counter() - started
+        return replace(prepared, text=text, citations=citations, error=error, cancelled=cancelled)
 
 
 def _strip_fences(text: str) -> str:
@@ -422,13 +449,15 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class AskOutcome:
     """An answer as every front end reports it: the `ask --json` object and the exit code."""
 
     answer: dict[str, Any]
     error: str | None = None
     exit_code: int = 0  # what `gleambrctl ask` exits with for this answer
+    result: Answer | None = field(default=None, kw_only=True)
+    """The same answer as a record (a chat renders it); its `error` is the outcome's."""
 
 
 def outcome_of(answer: Answer, dry_run: bool, missing: MissingKeyError | None) -> AskOutcome:
@@ -442,7 +471,8 @@ def outcome_of(answer: Answer, dry_run: bool, missing: MissingKeyError | None) -
         data["prompt"] = [{"role": m.role, "content": m.content} for m in answer.messages]
     if missing is not None:
         data["error"] = str(missing)
-        return AskOutcome(data, str(missing), missing.exit_code)
+        result = replace(answer, error=str(missing))
+        return AskOutcome(data, str(missing), missing.exit_code, result=result)
     if answer.error is not None:
-        return AskOutcome(data, answer.error, ProviderError.exit_code)
-    return AskOutcome(data)
+        return AskOutcome(data, answer.error, ProviderError.exit_code, result=answer)
+    return AskOutcome(data, result=answer)

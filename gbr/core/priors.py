@@ -19,9 +19,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
-TestPolicy = Literal["include", "demote", "exclude"]
+from gbr.core.records import DEFAULT_TEST_POLICY, TestPolicy
+
+__all__ = [
+    "DEFAULT_TEST_POLICY",
+    "NO_PRIORS",
+    "TEST_POLICIES",
+    "TEST_POLICY_HELP",
+    "Intent",
+    "Priors",
+    "TestPolicy",
+    "effective_policy",
+    "is_aside",
+    "is_example",
+    "is_test",
+    "parse_test_policy",
+    "query_intent",
+]
+
 TEST_POLICIES: tuple[TestPolicy, ...] = get_args(TestPolicy)
-DEFAULT_TEST_POLICY: TestPolicy = "demote"
 TEST_POLICY_HELP = "Test and example code: include, demote (below library code), or exclude."
 
 Intent = Literal["identifier", "type", "howto", "nl"]
@@ -51,15 +67,11 @@ def is_example(path: str) -> bool:
 
 
 def is_aside(path: str, name: str = "") -> bool:
-    """Not the library itself: tests or examples. `--tests` demotes or excludes these."""
+    """Not the library itself: tests or examples. `--tests` demotes or excludes these.
+
+    `--tests exclude` asks the store, which mirrors this in SQL (store_queries.ASIDE_SQL)."""
     return is_test(path, name) or is_example(path)
 
-
-# What `--tests exclude` keeps out, as SQL over the chunks table; mirrors is_aside().
-ASIDE_SQL = (
-    "(regexp_matches(path, '(^|/)(test|tests|integration_tests?|examples?|demos?)/')"
-    " OR regexp_matches(path, '_test\\.gleam$') OR ends_with(name, '_test'))"
-)
 
 _HOWTO = re.compile(
     r"^\s*(how\s+(do|can|should|would|to)\b|what'?s\s+the\s+way\s+to\b|is\s+there\s+a\s+way\b)",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Literal, TypedDict
 
 ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
 Visibility = Literal["pub", "private"]
+# What a search does with test and example code (gbr.core.priors applies it).
+TestPolicy = Literal["include", "demote", "exclude"]
+DEFAULT_TEST_POLICY: TestPolicy = "demote"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +71,12 @@ class PartialFile:
     problem: FileProblem
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class IndexSummary:
-    """What one `index` run did; printed by the CLI and returned as JSON."""
+    """What one `index` run did; printed by the CLI and returned as JSON.
+
+    Frozen: the coordinator counts a run and hands out copies, and `run_index` adds what
+    only it knows with `dataclasses.replace`."""
 
     root: str
     db: str
@@ -89,8 +95,8 @@ class IndexSummary:
     dead_letters: int = 0
     seconds: float = 0.0
     reindex_reason: str | None = None
-    dropped: list[FileProblem] = field(default_factory=list)
-    partial: list[FileProblem] = field(default_factory=list)
+    dropped: tuple[FileProblem, ...] = ()
+    partial: tuple[FileProblem, ...] = ()
 
     @property
     def chunks_per_second(self) -> float:
@@ -136,12 +142,11 @@ class IndexSummary:
     def from_dict(cls, data: Mapping[str, Any]) -> IndexSummary:
         """The summary back from its JSON form, as the daemon's API returns it."""
         names = {f.name for f in fields(cls)} - {"dropped", "partial"}
-        summary = cls(**{k: v for k, v in data.items() if k in names})
-        summary.dropped = [
+        dropped = tuple(
             FileProblem(d["path"], d["reason"], d["kind"], d.get("line"))
             for d in data.get("dropped", [])
-        ]
-        summary.partial = [
+        )
+        partial = tuple(
             FileProblem(
                 d["path"],
                 d["reason"],
@@ -150,8 +155,104 @@ class IndexSummary:
                 dropped_lines=tuple((a, b) for a, b in d.get("dropped_lines", [])),
             )
             for d in data.get("partial", [])
-        ]
-        return summary
+        )
+        known = {k: v for k, v in data.items() if k in names}
+        return cls(**known, dropped=dropped, partial=partial)
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What the index knows of a file: its content hash and how its last indexing went."""
+
+    content_hash: str
+    status: str  # ok | failed | partial
+    error: str = ""  # why, for a failed or partial file
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Which chunks a search may return, as data: the store alone turns it into SQL.
+
+    A path prefix or glob, a module and the modules under it, chunk kinds, and what to do
+    with test and example code (`tests`: include, demote below library code, or exclude).
+    """
+
+    path: str | None = None
+    module: str | None = None
+    kinds: tuple[str, ...] = ()
+    tests: TestPolicy = DEFAULT_TEST_POLICY
+
+    def __bool__(self) -> bool:
+        """Whether it keeps any chunk out (`demote` only reorders)."""
+        return bool(self.path or self.module or self.kinds or self.tests == "exclude")
+
+
+NO_FILTER = SearchFilter()
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """A stored chunk as search reads it back: a Chunk's fields, its id, and whether it is
+    kept from an earlier version of a file that no longer parses (`stale`)."""
+
+    id: int
+    path: str
+    module: str
+    package: str
+    kind: str
+    name: str
+    signature: str
+    visibility: str
+    start_line: int
+    end_line: int
+    part: int
+    parts: int
+    doc: str
+    text: str
+    header: str
+    stale: bool
+
+
+@dataclass(frozen=True, slots=True)
+class NodePart:
+    """One part of a split node, for widening a hit to the whole node."""
+
+    start_line: int
+    end_line: int
+    part: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileIssue:
+    """A file the index holds as `failed` or `partial`: why, and the chunks it still has."""
+
+    path: str
+    error_kind: str | None
+    error: str | None
+    stale_chunks: int
+    chunks: int
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "error_kind": self.error_kind,
+            "error": self.error,
+            "stale_chunks": self.stale_chunks,
+            "chunks": self.chunks,
+        }
+
+
+class IndexCounts(TypedDict):
+    """How much the index holds; a mapping because `status --json` and the daemon's
+    metrics read it by key and spread it into their reports."""
+
+    files: int
+    files_ok: int
+    files_failed: int
+    files_partial: int
+    chunks: int
+    stale_chunks: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,3 +305,44 @@ class Hit:
             signature=data.get("signature") or "",
             doc=data.get("doc") or "",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far an index run has got; the coordinator sends one after each event it hears."""
+
+    done: int
+    expected: int | None  # None until the walk has finished
+    chunks: int
+    dropped: int
+    elapsed: float
+    # Heard only while someone watches (a progress callback is given); 0 otherwise.
+    files_queued: int = 0  # files whose chunks the embedder has taken
+    chunks_queued: int = 0  # of their chunks, those that needed new vectors
+    chunks_embedded: int = 0  # of those, the ones that have them now
+    files_indexed: int = 0
+
+    @property
+    def rate(self) -> float:
+        """Chunks embedded per second since the run started."""
+        return self.chunks_embedded / self.elapsed if self.elapsed > 0 else 0.0
+
+    def chunks_left(self) -> float | None:
+        """Chunks still to embed: those queued, plus a guess for files not yet queued
+        (the average so far per queued file); None until the walk has finished."""
+        if self.expected is None:
+            return None
+        waiting = max(0, self.files_queued - self.files_indexed)  # queued, not yet written
+        unqueued = max(0, self.expected - self.done - waiting)
+        per_file = self.chunks_queued / self.files_queued if self.files_queued else 0.0
+        return max(0, self.chunks_queued - self.chunks_embedded) + unqueued * per_file
+
+    def eta(self) -> float | None:
+        """Seconds left at the rate so far, or None while there is no rate to go by."""
+        left = self.chunks_left()
+        if left is None or self.rate <= 0:
+            return None
+        return left / self.rate
+
+
+ProgressCallback = Callable[[Progress], None]

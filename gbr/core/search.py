@@ -20,12 +20,9 @@ from gbr.core.embedder import Embedder
 from gbr.core.errors import ConfigError, IndexEmptyError
 from gbr.core.graph.store import GraphReader
 from gbr.core.priors import (
-    ASIDE_SQL,
-    DEFAULT_TEST_POLICY,
     NO_PRIORS,
     Intent,
     Priors,
-    TestPolicy,
     effective_policy,
     graph_centrality,
     holds_phrase,
@@ -38,7 +35,7 @@ from gbr.core.ranker import (
     features,
     load_ranker,
 )
-from gbr.core.records import ChunkKind, Hit
+from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, SearchFilter
 from gbr.core.store import Store
 
 Mode = Literal["hybrid", "dense", "bm25"]
@@ -145,38 +142,8 @@ def convex(
     return sorted(fused.items(), key=lambda item: -item[1])
 
 
-@dataclass(frozen=True, slots=True)
-class Filter:
-    """Restricts hits: path prefix or glob, module prefix, kinds; and what to do with test
-    and example code (`tests`: include, demote below library code, or exclude)."""
-
-    path: str | None = None
-    module: str | None = None
-    kinds: tuple[str, ...] = ()
-    tests: TestPolicy = DEFAULT_TEST_POLICY
-
-    def __bool__(self) -> bool:
-        return bool(self.path or self.module or self.kinds or self.tests == "exclude")
-
-    def sql(self) -> tuple[str, list[object]]:
-        clauses: list[str] = []
-        params: list[object] = []
-        if self.path:
-            if any(ch in self.path for ch in "*?["):
-                clauses.append("path GLOB ?")
-                params.append(self.path)
-            else:
-                clauses.append("starts_with(path, ?)")
-                params.append(self.path)
-        if self.module:
-            clauses.append("(module = ? OR starts_with(module, ?))")
-            params += [self.module, self.module.rstrip("/") + "/"]
-        if self.kinds:
-            clauses.append(f"kind IN ({', '.join('?' for _ in self.kinds)})")
-            params += list(self.kinds)
-        if self.tests == "exclude":
-            clauses.append(f"NOT {ASIDE_SQL}")
-        return " AND ".join(clauses) or "true", params
+# The name the front doors use for the filter record (gbr.core.records.SearchFilter).
+Filter = SearchFilter
 
 
 KINDS: tuple[str, ...] = get_args(ChunkKind)
@@ -273,27 +240,31 @@ class Searcher:
             raise IndexEmptyError("the index holds no chunks; run `gleambrctl index PATH` first")
         return snapshot
 
-    def dense(self, query: str, depth: int, where: Filter = Filter()) -> list[tuple[int, float]]:
+    def dense(
+        self, query: str, depth: int, where: SearchFilter = NO_FILTER
+    ) -> list[tuple[int, float]]:
         return self.dense_by_vector(self.embedder.embed_batch([query])[0], depth, where)
 
     def dense_by_vector(
-        self, vector: np.ndarray, depth: int, where: Filter = Filter()
+        self, vector: np.ndarray, depth: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
         ids, matrix = self._vectors()
         if where:
-            allowed = np.isin(ids, np.asarray(self.store.ids_where(*where.sql()), dtype=ids.dtype))
+            allowed = np.isin(ids, np.asarray(self.store.ids_matching(where), dtype=ids.dtype))
             rows = np.flatnonzero(allowed)
             idx, scores = top_k_cosine(matrix[rows], vector, depth)
             return [(int(ids[rows[i]]), float(s)) for i, s in zip(idx, scores, strict=True)]
         idx, scores = top_k_cosine(matrix, vector, depth)
         return [(int(ids[i]), float(s)) for i, s in zip(idx, scores, strict=True)]
 
-    def bm25(self, query: str, depth: int, where: Filter = Filter()) -> list[tuple[int, float]]:
+    def bm25(
+        self, query: str, depth: int, where: SearchFilter = NO_FILTER
+    ) -> list[tuple[int, float]]:
         self._vectors()
-        return self.store.bm25(code_words(query), depth, *where.sql())
+        return self.store.bm25(code_words(query), depth, where)
 
     def retrieve(
-        self, query: str, mode: Mode, where: Filter = Filter(), depth: int | None = None
+        self, query: str, mode: Mode, where: SearchFilter = NO_FILTER, depth: int | None = None
     ) -> Retrieval:
         """The first stage: one list, or both fused, with each list's scores kept for the
         ranking stage."""
@@ -311,12 +282,12 @@ class Searcher:
         raise ConfigError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
 
     def ranked_ids(
-        self, query: str, mode: Mode, where: Filter = Filter(), depth: int | None = None
+        self, query: str, mode: Mode, where: SearchFilter = NO_FILTER, depth: int | None = None
     ) -> list[tuple[int, float]]:
         return self.retrieve(query, mode, where, depth).fused
 
     def search(
-        self, query: str, k: int = 10, mode: Mode = "hybrid", where: Filter = Filter()
+        self, query: str, k: int = 10, mode: Mode = "hybrid", where: SearchFilter = NO_FILTER
     ) -> list[Hit]:
         if k < 1:
             raise ConfigError("-k must be at least 1")
@@ -332,7 +303,7 @@ class Searcher:
         query: str,
         retrieval: Retrieval,
         k: int,
-        where: Filter = Filter(),
+        where: SearchFilter = NO_FILTER,
         learned: bool = True,
     ) -> list[Hit]:
         """The ranking stage: priors on the fused scores, one hit per node, then the learned
@@ -354,8 +325,8 @@ class Searcher:
         ]
 
     def candidates(
-        self, query: str, retrieval: Retrieval, size: int, where: Filter = Filter()
-    ) -> tuple[Intent, list[tuple[Hit, dict[str, Any], int]]]:
+        self, query: str, retrieval: Retrieval, size: int, where: SearchFilter = NO_FILTER
+    ) -> tuple[Intent, list[tuple[Hit, ChunkRow, int]]]:
         """The query's intent and its top `size` nodes after priors, as (hit, row, id)."""
         ranked = retrieval.fused
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
@@ -370,46 +341,44 @@ class Searcher:
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
         return [self._whole(hit, row) for hit, row, _ in self._collapse(ranked, rows, k)]
 
-    def _whole(self, hit: Hit, row: Mapping[str, Any]) -> Hit:
+    def _whole(self, hit: Hit, row: ChunkRow) -> Hit:
         """A hit on one part of a split node, widened to the whole node's lines and code.
         Done only for the hits returned: each split node costs a query."""
-        if row["parts"] <= 1:
+        if row.parts <= 1:
             return hit
-        parts = self.store.node_parts(row["path"], row["kind"], row["name"])
-        if len(parts) != row["parts"]:
+        parts = self.store.node_parts(row.path, row.kind, row.name)
+        if len(parts) != row.parts:
             return hit
-        text = "\n".join(p["text"] for p in parts)
-        return replace(
-            hit, start_line=parts[0]["start_line"], end_line=parts[-1]["end_line"], text=text
-        )
+        text = "\n".join(p.text for p in parts)
+        return replace(hit, start_line=parts[0].start_line, end_line=parts[-1].end_line, text=text)
 
     def _collapse(
-        self, ranked: list[tuple[int, float]], rows: dict[int, dict[str, Any]], k: int
-    ) -> list[tuple[Hit, dict[str, Any], int]]:
+        self, ranked: list[tuple[int, float]], rows: dict[int, ChunkRow], k: int
+    ) -> list[tuple[Hit, ChunkRow, int]]:
         """(hit, its best part's row, that row's id), one per node, best first; a split
         node's hit carries its best part's lines until `_whole` widens it."""
-        found: list[tuple[Hit, dict[str, Any], int]] = []
+        found: list[tuple[Hit, ChunkRow, int]] = []
         seen: set[tuple[str, str, str]] = set()
         for doc, score in ranked:
             row = rows.get(doc)
             if row is None:
                 continue
-            key = (row["path"], row["kind"], row["name"])
+            key = (row.path, row.kind, row.name)
             if key in seen:
                 continue
             seen.add(key)
             hit = Hit(
                 rank=len(found) + 1,
-                path=row["path"],
-                module=row["module"],
-                name=row["name"],
-                kind=row["kind"],
-                start_line=row["start_line"],
-                end_line=row["end_line"],
+                path=row.path,
+                module=row.module,
+                name=row.name,
+                kind=row.kind,
+                start_line=row.start_line,
+                end_line=row.end_line,
                 score=score,
-                text=row["text"],
-                signature=row["signature"],
-                doc=row["doc"] or "",
+                text=row.text,
+                signature=row.signature,
+                doc=row.doc,
             )
             found.append((hit, row, doc))
             if len(found) == k:
@@ -419,7 +388,7 @@ class Searcher:
 
 def _with_priors(
     ranked: list[tuple[int, float]],
-    rows: Mapping[int, Mapping[str, Any]],
+    rows: Mapping[int, ChunkRow],
     priors: Priors,
     intent: Intent,
     phrase: str | None = None,
@@ -431,22 +400,22 @@ def _with_priors(
         row = rows.get(doc)
         if row is None:
             continue
-        verbatim = priors.literal != 1.0 and holds_phrase(phrase, row["text"])
+        verbatim = priors.literal != 1.0 and holds_phrase(phrase, row.text)
         f = priors.factor(
             intent,
-            row["path"],
-            row["name"],
-            row["kind"],
-            row["visibility"],
+            row.path,
+            row.name,
+            row.kind,
+            row.visibility,
             verbatim,
-            (central or {}).get((row["module"], row["name"]), 0.0),
+            (central or {}).get((row.module, row.name), 0.0),
         )
         out.append((doc, score * f))
     return sorted(out, key=lambda item: -item[1])
 
 
 def pool_candidates(
-    pool: Sequence[tuple[Hit, Mapping[str, Any], int]], retrieval: Retrieval
+    pool: Sequence[tuple[Hit, ChunkRow, int]], retrieval: Retrieval
 ) -> list[Candidate]:
     """What the ranker's features read about each (hit, row, id), in pool order."""
     return [
@@ -455,9 +424,7 @@ def pool_candidates(
     ]
 
 
-def _candidate(
-    hit: Hit, row: Mapping[str, Any], doc: int, rank: int, retrieval: Retrieval
-) -> Candidate:
+def _candidate(hit: Hit, row: ChunkRow, doc: int, rank: int, retrieval: Retrieval) -> Candidate:
     dense = retrieval.dense.get(doc)
     bm25 = retrieval.bm25.get(doc)
     return Candidate(
@@ -465,7 +432,7 @@ def _candidate(
         module=hit.module,
         name=hit.name,
         kind=hit.kind,
-        visibility=row["visibility"],
+        visibility=row.visibility,
         signature=hit.signature,
         doc=hit.doc,
         lines=hit.end_line - hit.start_line + 1,

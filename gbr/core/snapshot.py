@@ -32,7 +32,8 @@ import duckdb
 
 from gbr.core.errors import IndexBusyError, StoreError
 from gbr.core.records import FileProblem, IndexSummary
-from gbr.core.store import SCHEMA_VERSION, Store, write_error
+from gbr.core.store import SCHEMA_VERSION, Store
+from gbr.core.store_errors import write_error
 from gbr.core.walker import WalkOptions, read_file, walk
 
 READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
@@ -242,8 +243,8 @@ def unchanged_summary(
         if not store.has_fulltext() or store.fulltext_stale():
             return None
         states = store.file_states()
-        failed = {f["path"]: f for f in store.failed_files()}
-        partial = {f["path"]: f for f in store.failed_files("partial")}
+        failed = {f.path: f for f in store.failed_files()}
+        partial = {f.path: f for f in store.failed_files("partial")}
     seen: set[str] = set()
     for item in walk(root, options):
         if isinstance(item, FileProblem):
@@ -258,12 +259,12 @@ def unchanged_summary(
     if seen != set(states):
         return None
     dropped = [
-        FileProblem(path, failed[path]["error"] or "", failed[path]["error_kind"] or "")
+        FileProblem(path, failed[path].error or "", failed[path].error_kind or "")
         for path in sorted(seen & set(failed))
     ]
     # An unchanged partial file is still partial (`--strict` must keep failing on it).
     partly = [
-        FileProblem(path, partial[path]["error"] or "", partial[path]["error_kind"] or "")
+        FileProblem(path, partial[path].error or "", partial[path].error_kind or "")
         for path in sorted(seen & set(partial))
     ]
     return IndexSummary(

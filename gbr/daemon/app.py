@@ -31,6 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gbr import __version__
+from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, MAX_QUERY_CHARS
 from gbr.core.errors import (
     ConfigError,
     DaemonError,
@@ -46,7 +47,6 @@ from gbr.core.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
 from gbr.core.records import ChunkKind
 from gbr.core.search import Filter, Mode
 from gbr.core.telemetry import log
-from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, MAX_QUERY_CHARS
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.graph_routes import add_graph_routes
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
@@ -215,7 +215,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
             path=body.path, module=body.module, kinds=tuple(body.kinds), tests=body.tests
         )
         try:
-            return daemon.search(body.query, body.k, body.mode, where)
+            return daemon.search(body.query, body.k, body.mode, where).as_dict()
         except (IndexEmptyError, StoreError) as exc:
             if daemon.first_pass.is_set():
                 raise

@@ -32,11 +32,7 @@ from types import FrameType
 import uvicorn
 from threadpoolctl import threadpool_limits
 
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.errors import ConfigError, DaemonError
-from gbr.core.telemetry import log
-from gbr.daemon.app import create_app
-from gbr.daemon.discovery import (
+from gbr.access.discovery import (
     DaemonInfo,
     DaemonLock,
     already_serving,
@@ -45,6 +41,10 @@ from gbr.daemon.discovery import (
     remove_discovery,
     write_discovery,
 )
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import ConfigError, DaemonError
+from gbr.core.telemetry import log
+from gbr.daemon.app import create_app
 from gbr.daemon.gate import HttpPolicy, is_loopback
 from gbr.daemon.overload import LoopErrors, Throttle, report_held
 from gbr.daemon.service import Daemon, DaemonConfig

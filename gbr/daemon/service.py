@@ -16,16 +16,18 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gbr import __version__
+from gbr.access import Answering, Found, LlmChoice, open_provider, open_reranker
+from gbr.access.local import found
 from gbr.actors.faults import FaultPlan
 from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
 from gbr.actors.oracle import AskQuestion, OracleActor
 from gbr.actors.oracle import ask as ask_oracle
-from gbr.actors.pipeline import IndexOptions, check_root, run_index
+from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
 from gbr.core.changes import ChangeSet
 from gbr.core.embed_cache import CacheConfig, cache_config
@@ -38,21 +40,19 @@ from gbr.core.errors import (
     MissingKeyError,
     SupervisionError,
 )
-from gbr.core.filter_hint import add_filter_hint
-from gbr.core.llm import get_provider
 from gbr.core.llm.base import LlmProvider, Message
 from gbr.core.oracle import (
     Answer,
     AskOptions,
     AskOutcome,
     ContextSink,
-    Oracle,
     TokenSink,
     outcome_of,
 )
+from gbr.core.paths import check_root
 from gbr.core.records import IndexSummary
-from gbr.core.rerank import ask_reranker_spec, default_reranker_spec, load_reranker
-from gbr.core.search import Filter, Mode, Searcher, search_json
+from gbr.core.rerank import default_reranker_spec
+from gbr.core.search import Filter, Mode, Searcher
 from gbr.core.store import Store, ThreadLocalStore, status_report, storable_text
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES
@@ -304,8 +304,8 @@ class Daemon:
 
     # ----------------------------------------------------------------- queries
 
-    def search(self, query: str, k: int, mode: Mode, where: Filter) -> dict[str, Any]:
-        """The `search --json` object."""
+    def search(self, query: str, k: int, mode: Mode, where: Filter) -> Found:
+        """The hits, and a hint when a filter excludes everything (`search --json`)."""
         assert self.searcher is not None and self.store is not None
         try:
             hits = self.searcher.search(query, k, mode, where)
@@ -316,7 +316,7 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return add_filter_hint(search_json(query, mode, hits), self.store, where)
+        return found(self.store, query, mode, hits, where)
 
     def plan_ask(
         self,
@@ -350,7 +350,7 @@ class Daemon:
         (`configured` false), an unknown provider name a ConfigError.
         """
         try:
-            llm = get_provider(provider, model=model)
+            llm = open_provider(LlmChoice(provider, model), os.environ)
         except MissingKeyError as exc:
             return {"provider": exc.provider, "model": None, "configured": False, "error": str(exc)}
         try:
@@ -372,10 +372,10 @@ class Daemon:
                 self._oracles[key] = known  # now the most recently used
                 return known[0]
             with_llm, provider_name, model, spec = key
-            llm = get_provider(provider_name, model=model) if with_llm else None
-            reranker = load_reranker(ask_reranker_spec(bool(spec), spec, llm, os.environ), llm)
+            llm = open_provider(LlmChoice(provider_name, model), os.environ) if with_llm else None
+            reranker = open_reranker(bool(spec), spec, llm, os.environ)
             assert self.searcher is not None
-            oracle = Oracle(self.searcher, llm, reranker)
+            oracle = Answering(llm, reranker).oracle(self.searcher)
             self._oracle_serial += 1
             name = f"oracle-{self._oracle_serial}"
             child = self.supervisor.start_child(
@@ -441,13 +441,17 @@ class Daemon:
         outcome = outcome_of(answer, plan.options.dry_run, plan.missing)
         if answer.cancelled and self._cancel.is_set() and outcome.error is None:
             # Cut by the shutdown, not by its client: it must not pass for a whole answer.
-            outcome.error = outcome.answer["error"] = (
-                "the daemon stopped while answering; the answer is cut short, ask again"
+            cut = "the daemon stopped while answering; the answer is cut short, ask again"
+            outcome = replace(
+                outcome,
+                answer={**outcome.answer, "error": cut},
+                result=answer if outcome.result is None else replace(outcome.result, error=cut),
+                error=cut,
+                exit_code=DaemonError.exit_code,
             )
-            outcome.exit_code = DaemonError.exit_code
         if plan.history:  # only then: an /ask without history answers exactly as before
-            outcome.answer["history_sent"] = answer.history_sent
-            outcome.answer["history_trimmed"] = answer.history_trimmed
+            sent = {"history_sent": answer.history_sent, "history_trimmed": answer.history_trimmed}
+            outcome = replace(outcome, answer={**outcome.answer, **sent})
         return outcome
 
     # ------------------------------------------------------------------ status
@@ -619,6 +623,5 @@ def _printable(value: Any) -> Any:
 
 
 def _close_provider(llm: LlmProvider | None) -> None:
-    close = getattr(llm, "close", None)
-    if close is not None:
-        close()
+    if llm is not None:
+        llm.close()

@@ -7,14 +7,16 @@ agent can open; the structured content is the `gleambrctl OP --json` object.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from gbr.access import CodeIndex
 from gbr.core.graph.store import MAX_DEPTH
-from gbr.graph_access import query
 
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 NameField = Annotated[
@@ -32,14 +34,15 @@ DepthField = Annotated[
 ]
 
 
-def add_graph_tools(server: MCPServer, chooser: Any, tool_errors: Any) -> None:
-    """Register the tools; `tool_errors` turns a GbrError into the tool's one-line error."""
+def add_graph_tools(
+    server: MCPServer, index_for_call: Callable[[], AbstractContextManager[CodeIndex]]
+) -> None:
+    """Register the tools; `index_for_call` gives the CodeIndex for one call (the daemon's
+    or this process's) and turns a GbrError into the tool's one-line error."""
 
     def ask(op: str, name: str, depth: int = 1) -> dict[str, Any]:
-        settings = chooser.local.settings
-        with tool_errors(chooser):
-            data, _root = query(settings.db, op, name, depth, on_stale=chooser._on_stale)
-        return data
+        with index_for_call() as index:
+            return index.graph(op, name, depth)
 
     @server.tool(annotations=READ_ONLY)
     def find_references(name: NameField) -> CallToolResult:

@@ -36,16 +36,16 @@ from mcp_types import (
 from pydantic import Field, ValidationError
 
 from gbr import __version__
-from gbr.actors.coordinator import Progress
-from gbr.core.errors import GbrError
+from gbr.access import CodeIndex, Found, LlmChoice, LocalIndex, chosen
+from gbr.access.choose import StaleNote
+from gbr.core.errors import GbrError, IndexEmptyError
 from gbr.core.oracle import AskOptions
 from gbr.core.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
 from gbr.core.prompt import render_chunk
-from gbr.core.records import ChunkKind, Hit
+from gbr.core.records import ChunkKind, Hit, Progress
 from gbr.core.search import Filter, Mode
 from gbr.core.store import damaged
 from gbr.mcp.arguments import PlainErrorsServer
-from gbr.mcp.backends import IndexChooser
 from gbr.mcp.graph_tools import add_graph_tools
 
 INSTRUCTIONS = (
@@ -56,10 +56,25 @@ INSTRUCTIONS = (
 )
 PROGRESS_EVERY = 0.5  # seconds between progress notifications during a reindex
 
+IN_PROCESS = "in-process"  # where a call ran, when no daemon serves the index
 READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 
 
-def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) -> MCPServer:
+def build_server(
+    local: LocalIndex, progress_every: float = PROGRESS_EVERY, on_stale: StaleNote | None = None
+) -> MCPServer:
+    """The tools over `local`, or over the daemon serving its index (chosen for each call)."""
+
+    @contextlib.contextmanager
+    def index_for_call(needs_index: bool = True) -> Iterator[CodeIndex]:
+        with _tool_errors(local), chosen(local, on_stale) as index:
+            if needs_index and not index.has_index():
+                raise IndexEmptyError(
+                    f"{index.root} has no index yet; call the reindex tool "
+                    f"(or run `gleambrctl index {index.root}`)"
+                )
+            yield index
+
     server = PlainErrorsServer(
         "gleambrctl",
         version=__version__,
@@ -95,10 +110,10 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
     ) -> CallToolResult:
         """Find code in the indexed Gleam package; returns each hit's code with path:line."""
         where = Filter(path=path, module=module, kinds=tuple(kinds), tests=tests)
-        with _tool_errors(chooser), chooser.current() as index:
-            data = index.search(query, k, mode, where)
-            via = index.via
-        return _result(_hits_text(data, via), data)
+        with index_for_call() as index:
+            found = index.search(query, k, mode, where)
+            via = index.via or IN_PROCESS
+        return _result(_hits_text(found, via), found.as_dict())
 
     @server.tool()
     def ask_codebase(
@@ -127,8 +142,8 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
         options = AskOptions(
             max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=tests
         )
-        with _tool_errors(chooser), chooser.current() as index:
-            outcome = index.ask(question, options, provider, model)
+        with index_for_call() as index:
+            outcome = index.ask(question, options, LlmChoice(provider, model))
         data = outcome.answer
         if outcome.error is not None:
             text = f"error: {outcome.error}\n\nThe context that was retrieved:\n\n" + _chunks_text(
@@ -143,9 +158,9 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
     @server.tool(annotations=READ_ONLY)
     def index_status() -> CallToolResult:
         """What is indexed: files, chunks, dropped files and why, and the daemon if one runs."""
-        with _tool_errors(chooser), chooser.current() as index:
+        with index_for_call() as index:
             data = index.status()
-            via = index.via
+            via = index.via or IN_PROCESS
         return _result(_status_text(data, via), data)
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, idempotentHint=True))
@@ -167,13 +182,13 @@ def build_server(chooser: IndexChooser, progress_every: float = PROGRESS_EVERY) 
                 anyio.from_thread.run(ctx.report_progress, p.done, p.expected, message, token=loop)
 
         def work() -> tuple[dict[str, Any], str]:
-            with _tool_errors(chooser), chooser.current() as index:
-                return index.reindex(report), index.via
+            with index_for_call(needs_index=False) as index:
+                return index.index(progress=report).as_dict(), index.via or IN_PROCESS
 
         data, via = await anyio.to_thread.run_sync(work)
         return _result(_summary_text(data, via), data)
 
-    add_graph_tools(server, chooser, _tool_errors)
+    add_graph_tools(server, index_for_call)
     return server
 
 
@@ -187,7 +202,7 @@ def _result(text: str, data: dict[str, Any], error: bool = False) -> CallToolRes
 
 
 @contextlib.contextmanager
-def _tool_errors(chooser: IndexChooser) -> Iterator[None]:
+def _tool_errors(local: LocalIndex) -> Iterator[None]:
     """A GbrError becomes a ToolError with its one line, and so does a damaged index file
     (a block's checksum fails mid-query); anything else stays a server bug."""
     try:
@@ -195,18 +210,17 @@ def _tool_errors(chooser: IndexChooser) -> Iterator[None]:
     except GbrError as exc:
         raise ToolError(str(exc)) from None
     except Exception as exc:
-        bad = damaged(exc, chooser.local.settings.db)
+        bad = damaged(exc, local.db)
         if bad is None:
             raise
         raise ToolError(str(bad)) from None
 
 
-def _hits_text(data: dict[str, Any], via: str) -> str:
-    results = data["results"]
-    if not results:
-        return f"No hits for {data['query']!r} ({data['mode']}, {via})."
-    head = f"{len(results)} hits for {data['query']!r} ({data['mode']}, {via}):\n\n"
-    return head + "\n".join(render_chunk(r["rank"], Hit.from_dict(r)) for r in results)
+def _hits_text(found: Found, via: str) -> str:
+    if not found.hits:
+        return f"No hits for {found.query!r} ({found.mode}, {via})."
+    head = f"{len(found.hits)} hits for {found.query!r} ({found.mode}, {via}):\n\n"
+    return head + "\n".join(render_chunk(hit.rank, hit) for hit in found.hits)
 
 
 def _chunks_text(chunks: list[dict[str, Any]]) -> str:
@@ -261,9 +275,9 @@ def _summary_text(data: dict[str, Any], via: str) -> str:
     return "\n".join(lines)
 
 
-def run_stdio(chooser: IndexChooser) -> None:
+def run_stdio(local: LocalIndex, on_stale: StaleNote | None = None) -> None:
     """Serve until the client closes stdin."""
-    anyio.run(_serve_stdio, build_server(chooser))
+    anyio.run(_serve_stdio, build_server(local, on_stale=on_stale))
 
 
 async def _serve_stdio(server: MCPServer) -> None:

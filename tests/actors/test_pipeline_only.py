@@ -44,7 +44,7 @@ def test_only_listed_paths_are_indexed_and_a_vanished_one_is_removed(
     with Store.open(db, read_only=True) as store:
         assert store.counts()["files"] == 4
         hits = store.bm25("listed_change", 3)
-        assert hits and store.chunk_rows([hits[0][0]])[hits[0][0]]["name"] == "listed_change"
+        assert hits and store.chunk_rows([hits[0][0]])[hits[0][0]].name == "listed_change"
 
 
 def test_an_unchanged_listed_file_costs_a_hash(

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from gbr.actors.coordinator import Progress
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.indexing import PROGRESS_STEP, embed_chunks
-from gbr.core.records import Chunk
+from gbr.core.records import Chunk, Progress
 
 FUNCTIONS = 100  # one chunk each: about three progress steps of PROGRESS_STEP
 

@@ -18,12 +18,12 @@ from typing import Any
 import pexpect
 import pytest
 
-from gbr.chat.backend import LlmChoice
-from gbr.chat.daemon_backend import DaemonBackend
+from gbr.access import LlmChoice
+from gbr.access import RemoteIndex as DaemonBackend
+from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, DaemonClient, bounded_history
 from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm import Message
 from gbr.core.oracle import Answer, AskOptions
-from gbr.daemon.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, DaemonClient, bounded_history
 from tests.conftest import CTL, copy_small
 from tests.daemon.conftest import RunningDaemon, clean_env, start_daemon
 from tests.fake_llm import FakeLlm, Reply
@@ -293,7 +293,8 @@ def test_backend_dry_run_answer_round_trips_with_its_history(backend: DaemonBack
     history = [Message("user", "what is an isbn"), Message("assistant", "A book number.")]
     answer = backend.ask(
         "and how is it checked", AskOptions(dry_run=True), LlmChoice(), history, print
-    )
+    ).result
+    assert answer is not None
     assert [m.role for m in answer.messages] == ["system", "user", "assistant", "user"]
     assert answer.messages[1:3] == history
     assert answer.history_sent == 2 and answer.history_trimmed == 0

@@ -6,8 +6,8 @@ import io
 
 from rich.console import Console
 
-from gbr.actors.coordinator import Progress
 from gbr.cli_progress import bar_position, index_progress, progress_text
+from gbr.core.records import Progress
 
 
 def moment(**fields: float | int | None) -> Progress:

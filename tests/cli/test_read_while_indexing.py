@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from gbr.access.discovery import DaemonLock
 from gbr.core.errors import IndexBusyError
 from gbr.core.snapshot import WriterLock, next_path
 from gbr.core.store import Store
-from gbr.daemon.discovery import DaemonLock
 from tests.conftest import CTL, write_tree
 
 WORDS = ["ledger", "invoice", "parcel", "harbour", "lantern", "meadow", "quarry", "saddle"]

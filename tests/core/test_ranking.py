@@ -14,7 +14,7 @@ import pytest
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError
-from gbr.core.oracle import Answer, AskOptions, Oracle
+from gbr.core.oracle import AskOptions, Notes, Oracle
 from gbr.core.priors import NO_PRIORS, Priors, is_aside
 from gbr.core.ranker import DEFAULT_RANKER_PATH, FEATURES, LinearRanker, load_ranker
 from gbr.core.search import NO_RANKING, Filter, Ranking, Searcher
@@ -87,8 +87,8 @@ def test_exclude_keeps_test_code_out(store: Store, model: OnnxEmbedder, mode: st
 
 def test_ask_passes_the_policy_to_retrieval(store: Store, model: OnnxEmbedder) -> None:
     oracle = Oracle(Searcher(store, model), None)
-    excluded = oracle.retrieve(TESTY, AskOptions(dry_run=True, tests="exclude"), Answer(TESTY))
-    included = oracle.retrieve(TESTY, AskOptions(dry_run=True, tests="include"), Answer(TESTY))
+    excluded = oracle.retrieve(TESTY, AskOptions(dry_run=True, tests="exclude"), Notes())
+    included = oracle.retrieve(TESTY, AskOptions(dry_run=True, tests="include"), Notes())
     assert not [h for h in excluded if h.path.startswith("test/")]
     assert [h for h in included if h.path.startswith("test/")]
 

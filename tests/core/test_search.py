@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from gbr.core.search import Filter, Fusion, convex, looks_like_code, rrf, top_k_cosine
+from gbr.core.store_queries import filter_sql
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:
@@ -117,10 +118,12 @@ def test_rrf_fusion_uses_alpha_as_list_weights() -> None:
 
 
 def test_filter_builds_sql_for_prefix_glob_module_and_kinds() -> None:
-    where, params = Filter(path="src/bookshelf/", module="bookshelf/isbn", kinds=("type",)).sql()
+    where, params = filter_sql(
+        Filter(path="src/bookshelf/", module="bookshelf/isbn", kinds=("type",))
+    )
     assert where == (
         "starts_with(path, ?) AND (module = ? OR starts_with(module, ?)) AND kind IN (?)"
     )
     assert params == ["src/bookshelf/", "bookshelf/isbn", "bookshelf/isbn/", "type"]
-    assert Filter(path="test/*_test.gleam").sql() == ("path GLOB ?", ["test/*_test.gleam"])
-    assert Filter().sql() == ("true", []) and not Filter()
+    assert filter_sql(Filter(path="test/*_test.gleam")) == ("path GLOB ?", ["test/*_test.gleam"])
+    assert filter_sql(Filter()) == ("true", []) and not Filter()

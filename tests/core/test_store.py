@@ -13,7 +13,7 @@ from gbr.core.chunker import CHUNKER_VERSION, chunk_file, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreError
 from gbr.core.indexing import embed_chunks
-from gbr.core.records import FileProblem, SourceFile
+from gbr.core.records import ChunkRow, FileProblem, SearchFilter, SourceFile
 from gbr.core.store import Store, StoredChunk
 
 V1 = """/// Add one to a number.
@@ -83,7 +83,8 @@ def test_failed_replace_rolls_back_and_keeps_the_old_version(
     good = stored(source(V2), model)
     # A vector of the wrong width makes the INSERT fail after the DELETE ran.
     broken = [StoredChunk(good[0].chunk, "x", 1, "h", np.zeros(7, dtype=np.float32))]
-    with pytest.raises(duckdb.Error):
+    # A DuckDB error leaves the store as ours: one line, ending with what to do.
+    with pytest.raises(StoreError, match=r"failed: .*; run again with --debug"):
         store.replace_file(source(V2), broken)
     assert names(store) == ["increment", "decrement"]
     assert store.file_states()["src/calc.gleam"].content_hash == source(V1).content_hash
@@ -96,8 +97,8 @@ def test_mark_failed_keeps_earlier_chunks_as_stale(store: Store, model: OnnxEmbe
     assert kept == 2
     assert store.counts()["stale_chunks"] == 2
     [failed] = store.failed_files()
-    assert failed["error"] == "syntax error at line 2"
-    assert failed["stale_chunks"] == 2
+    assert failed.error == "syntax error at line 2"
+    assert failed.stale_chunks == 2
     assert store.file_states()["src/calc.gleam"].status == "failed"
 
 
@@ -140,7 +141,7 @@ def test_bm25_finds_identifiers_after_refresh(store: Store, model: OnnxEmbedder)
     store.refresh_fulltext()
     hits = store.bm25("decrement", 5)
     rows = store.chunk_rows([doc for doc, _ in hits])
-    assert rows[hits[0][0]]["name"] == "decrement"
+    assert rows[hits[0][0]].name == "decrement"
 
 
 def test_read_only_open_of_missing_file_is_a_clear_error(tmp_path: Path) -> None:
@@ -160,3 +161,35 @@ def test_no_connection_draws_a_progress_bar(store: Store) -> None:
     for con in (store, store.cursor()):
         ((on,),) = con.con.execute("SELECT current_setting('enable_progress_bar')").fetchall()
         assert on is False
+
+
+def test_filters_are_data_bound_as_values_never_pasted_into_sql(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    store.replace_file(source(V2, "src/other.gleam"), stored(source(V2, "src/other.gleam"), model))
+    store.refresh_fulltext()
+    assert store.any_chunk(SearchFilter(module="calc")) and store.modules() == ["calc", "other"]
+    assert store.folders() == ["src/"]
+    # Quotes in a value are a value: they match nothing, and they break no query.
+    sneaky = SearchFilter(module="x' OR true OR '", path="src/' OR '1'='1", kinds=("')--",))
+    assert not store.any_chunk(sneaky)
+    assert store.ids_matching(sneaky) == [] and store.bm25("double", 5, sneaky) == []
+    [(doc, _)] = store.bm25("double", 5, SearchFilter(path="src/other"))
+    row = store.chunk_rows([doc])[doc]
+    assert isinstance(row, ChunkRow) and (row.path, row.name, row.stale) == (
+        "src/other.gleam",
+        "double",
+        False,
+    )
+
+
+def test_a_duckdb_error_on_a_read_is_one_line_of_ours_with_the_fix(store: Store) -> None:
+    store.con.close()  # the connection is gone under the store: every query fails in DuckDB
+    for read in (store.counts, store.file_states, store.vectors, lambda: store.chunk_rows([1])):
+        with pytest.raises(StoreError) as info:
+            read()
+        message = str(info.value)
+        assert "\n" not in message and message.endswith("if it keeps failing")
+        assert f"`gleambrctl index --rebuild --db {store.path} PATH`" in message
+        assert isinstance(info.value.__cause__, duckdb.Error)  # kept for --debug

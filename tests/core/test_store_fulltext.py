@@ -17,7 +17,8 @@ import pytest
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core import telemetry
 from gbr.core.embedder import OnnxEmbedder
-from gbr.core.store import FtsConfig, Store
+from gbr.core.fulltext import FtsConfig
+from gbr.core.store import Store
 from tests.conftest import EXAMPLE, write_tree
 
 FTS = "fts_main_chunks"

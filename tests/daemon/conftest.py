@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from gbr.access.discovery import DaemonInfo, read_discovery
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.llm.sse import iter_sse
-from gbr.daemon.discovery import DaemonInfo, read_discovery
 from gbr.daemon.service import Daemon, DaemonConfig
 from tests.conftest import CTL, copy_small
 from tests.conftest import PROVIDER_VARS as BASE_PROVIDER_VARS

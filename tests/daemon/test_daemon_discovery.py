@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gbr.core.errors import DaemonError
-from gbr.daemon.discovery import (
+from gbr.access.discovery import (
     DaemonInfo,
     DaemonLock,
     discovery_path,
@@ -20,6 +19,7 @@ from gbr.daemon.discovery import (
     remove_discovery,
     write_discovery,
 )
+from gbr.core.errors import DaemonError
 
 
 def dead_pid() -> int:

@@ -105,7 +105,7 @@ def test_oracle_actors_per_model_are_kept_in_a_small_lru(
         daemon.plan_ask("q", AskOptions(), "openai", f"model-{i}") for i in range(MAX_ORACLES + 3)
     ]
     assert len(daemon._oracles) == MAX_ORACLES
-    assert len(daemon.supervisor._children) == MAX_ORACLES + 1  # and the indexer
+    assert len(daemon.supervisor.children()) == MAX_ORACLES + 1  # and the indexer
     assert plans[-1].oracle is daemon.plan_ask("q", AskOptions(), "openai", "model-10").oracle
     assert plans[0].oracle.actor_ref is None  # the oldest was stopped
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from gbr.daemon.discovery import DaemonInfo, lock_held, read_discovery
+from gbr.access.discovery import DaemonInfo, lock_held, read_discovery
 from tests.conftest import CTL, copy_small
 from tests.daemon.conftest import clean_env, wait_until
 

@@ -24,7 +24,7 @@ BAD_NAME = os.fsdecode(b"src/bad\xffname.gleam")
 
 def status_dropped(db: Path) -> dict[str, dict]:
     with Store.open(db, read_only=True) as store:
-        return {row["path"]: row for row in store.failed_files()}
+        return {row.path: row.as_dict() for row in store.failed_files()}
 
 
 def test_a_file_named_with_invalid_utf8_is_dropped_alone(

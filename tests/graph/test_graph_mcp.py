@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from mcp.server import MCPServer
 
+from gbr.access import LocalIndex, LocalSettings
 from gbr.core.embedder import OnnxEmbedder
-from gbr.local_index import LocalIndex, LocalSettings
-from gbr.mcp.backends import IndexChooser
 from gbr.mcp.server import build_server
 from tests.graph.test_graph_index import CALLER
 from tests.mcp_server.conftest import text
@@ -21,7 +20,7 @@ from tests.mcp_server.test_mcp_tools import call, session
 def server(small_example: Path, model: OnnxEmbedder) -> MCPServer:
     (small_example / "src" / "bookshelf" / "checker.gleam").write_text(CALLER)
     settings = LocalSettings(small_example, small_example / ".gbr" / "index.duckdb")
-    built = build_server(IndexChooser(LocalIndex(settings, lambda: model)), progress_every=0)
+    built = build_server(LocalIndex(settings, lambda: model), progress_every=0)
     assert not call(built, "reindex").is_error
     return built
 

@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 
-from gbr.local_index import LocalIndex, LocalSettings
-from gbr.mcp.backends import IndexChooser
+from gbr.access import LocalIndex, LocalSettings
 from gbr.mcp.server import build_server
 from tests.mcp_server.conftest import text
 
@@ -19,7 +18,7 @@ from tests.mcp_server.conftest import text
 def call(tmp_path: Path, tool: str, arguments: dict[str, Any]) -> Any:
     # Arguments are checked before the tool runs: no index and no model are needed.
     settings = LocalSettings(tmp_path, tmp_path / ".gbr" / "index.duckdb")
-    server = build_server(IndexChooser(LocalIndex(settings, lambda: None)))  # type: ignore[arg-type,return-value]
+    server = build_server(LocalIndex(settings, lambda: None))  # type: ignore[arg-type,return-value]
 
     async def run() -> Any:
         async with Client(server) as client:

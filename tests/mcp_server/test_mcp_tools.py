@@ -15,11 +15,10 @@ import pytest
 from mcp.client import Client
 from mcp.server import MCPServer
 
+from gbr.access import LocalIndex, LocalSettings
+from gbr.access.discovery import DaemonLock
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.store import Store
-from gbr.daemon.discovery import DaemonLock
-from gbr.local_index import LocalIndex, LocalSettings
-from gbr.mcp.backends import IndexChooser
 from gbr.mcp.server import build_server
 from tests.conftest import PROVIDER_VARS, write_tree
 from tests.daemon.conftest import wait_until
@@ -37,7 +36,7 @@ def package(small_example: Path) -> Path:
 @pytest.fixture
 def server(package: Path, model: OnnxEmbedder) -> MCPServer:
     settings = LocalSettings(package, package / ".gbr" / "index.duckdb")
-    return build_server(IndexChooser(LocalIndex(settings, lambda: model)), progress_every=0)
+    return build_server(LocalIndex(settings, lambda: model), progress_every=0)
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """What every LLM provider offers: chat messages in, text deltas out.
 
-`gleambrctl ask` and HyDE only need `stream` and `complete`, so a provider is anything with
-those two methods (a `Protocol`, not a base class); `HttpProvider` is the shared implementation.
+`gleambrctl ask` and HyDE only need `stream` and `complete` (and `close` when done), so a
+provider is anything with those methods (a `Protocol`, not a base class); `HttpProvider` is
+the shared implementation.
 """
 
 from __future__ import annotations
@@ -48,4 +49,8 @@ class LlmProvider(Protocol):
         self, messages: Sequence[Message], *, max_tokens: int = 1024, temperature: float = 0.2
     ) -> str:
         """The whole answer at once."""
+        ...
+
+    def close(self) -> None:
+        """Let go of the provider's connections; it is not used afterwards."""
         ...

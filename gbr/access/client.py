@@ -21,13 +21,13 @@ from typing import Any
 
 import httpx
 
+from gbr.access.discovery import DaemonInfo
 from gbr.core import errors
 from gbr.core.errors import ConfigError, DaemonError, GbrError
 from gbr.core.llm.base import Message
 from gbr.core.llm.sse import iter_sse
 from gbr.core.oracle import AskOptions
 from gbr.core.prompt import split_turns
-from gbr.daemon.discovery import DaemonInfo
 
 TOKEN_ENV = "GBR_TOKEN"
 # Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
@@ -76,6 +76,13 @@ class DaemonClient:
     def index(self) -> dict[str, Any]:
         """A full pass (it waits for the daemon's current batch first); `index --json`."""
         return self._json("POST", "/index", {}, timeout=None)
+
+    def graph(self, op: str, name: str | None, depth: int) -> dict[str, Any]:
+        """`/graph/OP`: each route is a GET with the same parameters."""
+        params = {"depth": str(depth)}
+        if name:
+            params["name"] = name
+        return self._json("GET", f"/graph/{op}", params=params)
 
     def llm(self, provider: str | None = None, model: str | None = None) -> dict[str, Any]:
         """Which provider and model the daemon would answer with: {provider, model,

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gbr.core.errors import ConfigError
-from gbr.core.evaluation import (
+from bench.evaluation import (
     Query,
     Target,
     load_queries,
@@ -16,6 +15,7 @@ from gbr.core.evaluation import (
     reciprocal_rank,
     score,
 )
+from gbr.core.errors import ConfigError
 
 Q = Query("q1", "find a and b", "nl", (Target("a.gleam", "a"), Target("b.gleam", "b")))
 HITS = [("x.gleam", "x"), ("a.gleam", "a"), ("y.gleam", "y"), ("z.gleam", "z"), ("b.gleam", "b")]

@@ -1,0 +1,116 @@
+"""The one seam between the front doors (CLI, chat, MCP, HTTP) and the work: `CodeIndex`.
+
+A front door parses, calls a `CodeIndex` and renders; it never knows whether the work runs
+in this process (`LocalIndex`) or in the daemon that serves the index (`RemoteIndex`), and
+`choose` picks between the two for each call. Hits and answers cross the seam as records;
+JSON is made at the edges (the CLI's `--json`, MCP's structured content, the HTTP API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gbr.core.llm import Message
+from gbr.core.oracle import AskOptions, AskOutcome, TokenSink
+from gbr.core.records import Hit, IndexSummary, ProgressCallback
+from gbr.core.search import Filter, Mode
+
+
+@dataclass(frozen=True, slots=True)
+class LlmChoice:
+    """Which provider, model and reranker answer; None means the configured default."""
+
+    provider: str | None = None
+    model: str | None = None
+    timeout: float | None = None  # seconds per LLM request; a daemon keeps its own
+    reranker: str | None = None  # what `--rerank` uses (see `ask_reranker_spec`)
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What a search found (iterating gives the hits, best first), and why nothing when a
+    filter excludes everything (`hint`)."""
+
+    query: str
+    mode: str
+    hits: tuple[Hit, ...]
+    hint: str | None = None
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The `search --json` object, which the daemon and the MCP tool return as well."""
+        data: dict[str, Any] = {
+            "query": self.query,
+            "mode": self.mode,
+            "results": [h.as_dict() for h in self.hits],
+        }
+        if self.hint is not None:
+            data["hint"] = self.hint
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Found:
+        hits = tuple(Hit.from_dict(hit) for hit in data["results"])
+        return cls(str(data["query"]), str(data["mode"]), hits, data.get("hint"))
+
+
+class CodeIndex(Protocol):
+    """Search, ask, index and report on one package's index, wherever the work runs."""
+
+    via: str | None
+    """None in this process; else "daemon pid N at URL", said once to the user."""
+
+    @property
+    def root(self) -> Path:
+        """The package's root folder."""
+        ...
+
+    @property
+    def db(self) -> Path: ...
+
+    def has_index(self) -> bool: ...
+
+    def search(
+        self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
+    ) -> Found: ...
+
+    def ask(
+        self,
+        question: str,
+        options: AskOptions,
+        llm: LlmChoice | None = None,
+        history: Sequence[Message] = (),
+        on_token: TokenSink | None = None,
+    ) -> AskOutcome:
+        """Answer, streaming to `on_token`. Ctrl-C cancels the stream and returns what came
+        (`result.cancelled`); a missing or failing provider is the outcome's `error`."""
+        ...
+
+    def check_llm(self, llm: LlmChoice) -> tuple[str, str]:
+        """(provider, model) that `llm` resolves to; raises the GbrError that says why not."""
+        ...
+
+    def index(
+        self, path: Path | None = None, progress: ProgressCallback | None = None
+    ) -> IndexSummary:
+        """A pass over the package (or over `path`'s package, which the index then follows)."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """The `status --json` object (a daemon adds what only it knows)."""
+        ...
+
+    def graph(self, op: str, name: str | None, depth: int = 1) -> dict[str, Any]:
+        """A code graph question (`refs`, `callers`, `callees`, `graph`): the object
+        `gleambrctl OP --json` prints, before the CLI stamps it."""
+        ...
+
+    def close(self) -> None: ...

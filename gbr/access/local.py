@@ -1,0 +1,315 @@
+"""The index used from this process: `LocalIndex`, the in-process side of `CodeIndex`.
+
+By default the DuckDB file is opened for the length of a call and closed afterwards, and
+an answer lets it go as soon as retrieval ends: a long-lived process (an editor keeps an
+MCP server for hours) must never hold the file when `gleambrctl serve` or `gleambrctl
+index` needs to write it. A chat keeps it open between questions instead (`keep_open`),
+and closes it only to index. The embedding model is loaded once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from gbr.access.answering import Answering, open_provider, resolve
+from gbr.access.base import Found, LlmChoice
+from gbr.access.discovery import lock_held
+from gbr.actors.oracle import AskQuestion, ask_later, ask_once, start_oracle
+from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.actors.supervisor import Supervisor
+from gbr.core.embed_cache import CacheConfig, cache_config
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.errors import DaemonError, IndexBusyError, StoreError
+from gbr.core.filter_hint import filter_hint
+from gbr.core.graph.questions import answer
+from gbr.core.llm import Message
+from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
+from gbr.core.paths import default_db, package_root
+from gbr.core.records import Hit, IndexSummary, ProgressCallback
+from gbr.core.search import Filter, Mode, Searcher
+from gbr.core.snapshot import open_for_reading
+from gbr.core.store import Store, status_report
+from gbr.core.walker import DEFAULT_MAX_BYTES
+
+
+class _SharedExclusive:
+    """Many readers or one writer: DuckDB refuses a read-write connection in a process that
+    has a read-only one open on the same file, so a reindex waits for searches to finish."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writing)
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writing and self._readers == 0)
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+@dataclass(frozen=True)
+class LocalSettings:
+    root: Path
+    db: Path | None = None  # None: the package's own (`default_db`), which follows `root`
+    include_deps: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+    ignore: tuple[str, ...] = ()
+    follow_outside_links: bool = False
+    # The shared embed cache (None: off); by default what the environment asks for.
+    embed_cache: CacheConfig | None = field(default_factory=cache_config)
+    keep_open: bool = False
+    """Keep the index open between calls (a chat, `search -`); closed only to index."""
+    cancel_on_ctrl_c: bool = False
+    """Ctrl-C while answering stops the stream and returns what came (a chat), instead of
+    ending the call."""
+
+
+def found(store: Store, query: str, mode: str, hits: Sequence[Hit], where: Filter) -> Found:
+    """The hits, with a hint when they are none because `--module` or `--path` excludes all."""
+    hint = filter_hint(store, where) if not hits and (where.module or where.path) else None
+    return Found(query, mode, tuple(hits), hint)
+
+
+class LocalIndex:
+    """The index file opened in this process; the embedding model is loaded once."""
+
+    via: str | None = None
+
+    def __init__(
+        self,
+        settings: LocalSettings,
+        load_model: Callable[[], OnnxEmbedder],
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._load_model = load_model
+        self._env: Mapping[str, str] = os.environ if env is None else env
+        self._model: OnnxEmbedder | None = None
+        self._model_lock = threading.Lock()
+        self._access = _SharedExclusive()
+        self._held: tuple[Store, Searcher] | None = None  # with keep_open, between calls
+        self._answering: dict[tuple[LlmChoice, bool, bool], Answering] = {}  # with keep_open
+        # A cancelled answer still finishing in its actor, with the tree that runs it.
+        self._pending: tuple[pykka.Future[Answer], Supervisor] | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.settings.root
+
+    @property
+    def db(self) -> Path:
+        return self.settings.db or default_db(self.settings.root)
+
+    @property
+    def model(self) -> OnnxEmbedder:
+        with self._model_lock:
+            if self._model is None:
+                self._model = self._load_model()
+            return self._model
+
+    def has_index(self) -> bool:
+        """Whether there is an index file; a front door says in its own words what to do
+        when there is none (reading one that is missing raises `StoreError`)."""
+        return self.db.is_file()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[Searcher]:
+        with contextlib.ExitStack() as stack:
+            yield self._open_for_reading(stack)
+
+    def _open_for_reading(self, stack: contextlib.ExitStack) -> Searcher:
+        """A searcher over the index, open until `stack` closes (and no reindex meanwhile);
+        with `keep_open`, the one held between calls."""
+        self._settle()
+        if self._held is not None:
+            return self._held[1]
+        db = self.db
+        if not self.settings.keep_open:
+            stack.enter_context(self._access.shared())
+        try:
+            store = open_for_reading(db)
+        except IndexBusyError:
+            raise
+        except StoreError:
+            if db.is_file() and lock_held(db):  # between a daemon's lock and its daemon.json
+                raise DaemonError(
+                    f"a daemon is starting or stopping for {db}; try again in a moment"
+                ) from None
+            raise
+        searcher = Searcher(store, self.model)
+        if self.settings.keep_open:
+            self._held = (store, searcher)
+        else:
+            stack.callback(store.close)
+        return searcher
+
+    def _let_go(self) -> None:
+        if self._held is not None:
+            self._held[0].close()
+            self._held = None
+
+    def search(
+        self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
+    ) -> Found:
+        where = Filter() if where is None else where
+        with self._reading() as searcher:
+            hits = searcher.search(query, k, mode, where)
+            return found(searcher.store, query, mode, hits, where)
+
+    def status(self) -> dict[str, Any]:
+        with self._reading() as searcher:
+            return status_report(searcher.store)
+
+    def graph(self, op: str, name: str | None, depth: int = 1) -> dict[str, Any]:
+        with self._reading() as searcher:
+            return answer(searcher.store, op, name, depth)
+
+    # -- questions ------------------------------------------------------------------------------
+
+    def check_llm(self, llm: LlmChoice) -> tuple[str, str]:
+        provider = open_provider(llm, self._env)
+        try:
+            return provider.name, provider.model
+        finally:
+            provider.close()
+
+    def ask(
+        self,
+        question: str,
+        options: AskOptions,
+        llm: LlmChoice | None = None,
+        history: Sequence[Message] = (),
+        on_token: TokenSink | None = None,
+    ) -> AskOutcome:
+        """Answer through an Oracle actor made for this question, from the provider and
+        reranker `llm` resolves to (a chat keeps those between questions)."""
+        llm = LlmChoice() if llm is None else llm
+        answering = self._answering_for(llm, options)
+        try:
+            with contextlib.ExitStack() as reading:
+                oracle = answering.oracle(self._open_for_reading(reading))
+                if self.settings.cancel_on_ctrl_c:
+                    cancel = threading.Event()
+                    asked = AskQuestion(question, options, on_token, tuple(history), cancel)
+                    answer = self._answer_cancellable(oracle, asked)
+                else:
+                    # The file is let go as soon as retrieval ends, not after the LLM's
+                    # answer: a daemon or `gleambrctl index` may need to write it meanwhile.
+                    asked = AskQuestion(
+                        question, options, on_token, tuple(history), on_context=_close(reading)
+                    )
+                    answer = ask_once(oracle, asked)
+        finally:
+            if not self.settings.keep_open:
+                answering.close()
+        return outcome_of(answer, options.dry_run, answering.missing)
+
+    def _answering_for(self, llm: LlmChoice, options: AskOptions) -> Answering:
+        if not self.settings.keep_open:
+            return resolve(llm, options, self._env)
+        key = (llm, options.rerank, options.dry_run)  # all that `resolve` reads
+        if key not in self._answering:
+            answering = resolve(llm, options, self._env)
+            if answering.missing is not None:
+                return answering  # looked up again next time: it may be configured by then
+            self._answering[key] = answering
+        return self._answering[key]
+
+    def _answer_cancellable(self, oracle: Oracle, asked: AskQuestion) -> Answer:
+        """The answer from a new Oracle actor; Ctrl-C sets `asked.cancel` and waits for
+        what came. The Oracle is made per question, so no other thread's object changes."""
+        supervisor = Supervisor()
+        future = ask_later(start_oracle(supervisor, oracle), asked)
+        self._pending = (future, supervisor)
+        try:
+            answer: Answer = future.get()
+        except KeyboardInterrupt:
+            assert asked.cancel is not None
+            asked.cancel.set()
+            # The actor stops at its next delta (`answer.cancelled`), or had just finished;
+            # a second Ctrl-C stops waiting, and the next call waits instead (`_settle`).
+            answer = future.get()
+        except BaseException:
+            self._settle()
+            raise
+        self._settle()
+        return answer
+
+    def _settle(self) -> None:
+        """Wait for a cancelled answer that is still finishing: one user of the index at a time.
+
+        Interrupted again, it stays pending, and the next call waits for it instead.
+        """
+        if self._pending is not None:
+            future, supervisor = self._pending
+            with contextlib.suppress(Exception):  # its outcome was already reported
+                future.get()
+            self._pending = None
+            supervisor.stop_all(timeout=5)
+
+    # -- indexing -------------------------------------------------------------------------------
+
+    def index(
+        self, path: Path | None = None, progress: ProgressCallback | None = None
+    ) -> IndexSummary:
+        """A staged pass (readers keep the last complete index); with `path`, over its
+        package, which this index then follows."""
+        root = package_root(path) if path is not None else self.root
+        if root != self.root:
+            self.settings = replace(self.settings, root=root)
+        s = self.settings
+        options = IndexOptions(
+            root=s.root,
+            db=self.db,
+            include_deps=s.include_deps,
+            max_bytes=s.max_bytes,
+            ignore=s.ignore,
+            follow_outside_links=s.follow_outside_links,
+            embed_cache=s.embed_cache,
+            staged=True,
+        )
+        model = self.model
+        self._settle()
+        self._let_go()  # DuckDB allows one writer, and no reader beside it in this process
+        with self._access.exclusive():
+            return run_index(options, model, progress=progress)
+
+    def close(self) -> None:
+        self._settle()
+        for answering in self._answering.values():
+            answering.close()
+        self._answering.clear()
+        self._let_go()
+
+
+def _close(stack: contextlib.ExitStack) -> Callable[[Answer], None]:
+    return lambda _: stack.close()

@@ -1,0 +1,206 @@
+"""What the store reads: the queries behind search and status, over one DuckDB connection.
+
+Filters arrive as `SearchFilter` records and become SQL here, with every value bound as a
+parameter; rows leave as records (gbr.core.records). `Store` is the only caller, and wraps
+each query so that DuckDB's errors reach nobody else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from gbr.core.errors import StoreError
+from gbr.core.fulltext import FTS_SCHEMA
+from gbr.core.records import (
+    ChunkRow,
+    FileIssue,
+    FileState,
+    IndexCounts,
+    NodePart,
+    SearchFilter,
+)
+
+Connection = duckdb.DuckDBPyConnection
+
+# What `--tests exclude` keeps out; mirrors gbr.core.priors.is_aside().
+ASIDE_SQL = (
+    "(regexp_matches(path, '(^|/)(test|tests|integration_tests?|examples?|demos?)/')"
+    " OR regexp_matches(path, '_test\\.gleam$') OR ends_with(name, '_test'))"
+)
+
+
+def filter_sql(where: SearchFilter) -> tuple[str, list[object]]:
+    """The filter as a condition over the chunks table, and the values it binds."""
+    clauses: list[str] = []
+    params: list[object] = []
+    if where.path:
+        if any(ch in where.path for ch in "*?["):
+            clauses.append("path GLOB ?")
+        else:
+            clauses.append("starts_with(path, ?)")
+        params.append(where.path)
+    if where.module:
+        clauses.append("(module = ? OR starts_with(module, ?))")
+        params += [where.module, where.module.rstrip("/") + "/"]
+    if where.kinds:
+        clauses.append(f"kind IN ({', '.join('?' for _ in where.kinds)})")
+        params += list(where.kinds)
+    if where.tests == "exclude":
+        clauses.append(f"NOT {ASIDE_SQL}")
+    return " AND ".join(clauses) or "true", params
+
+
+def has_table(con: Connection, name: str) -> bool:
+    row = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+    ).fetchall()[0]
+    return bool(row and row[0])
+
+
+def file_states(con: Connection) -> dict[str, FileState]:
+    if not has_table(con, "files"):
+        return {}
+    rows = con.execute("SELECT path, content_hash, status, error FROM files").fetchall()
+    return {p: FileState(h or "", s, e or "") for p, h, s, e in rows}
+
+
+def vectors(con: Connection) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
+    if not has_table(con, "chunks"):  # a new index whose first run has not begun
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
+    table = con.execute("SELECT id, embedding FROM chunks ORDER BY id").to_arrow_table()
+    ids = table.column("id").to_numpy()
+    if table.num_rows == 0:
+        return ids, np.zeros((0, 0), dtype=np.float32)
+    return ids, matrix(table.column("embedding"))
+
+
+def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+    """Vectors already stored for these embedded texts, so they need no model run."""
+    if not hashes or not has_table(con, "chunks"):
+        return {}
+    table = con.execute(
+        "SELECT DISTINCT ON (embed_hash) embed_hash, embedding FROM chunks "
+        "WHERE embed_hash IN (SELECT unnest(?))",
+        [list(hashes)],
+    ).to_arrow_table()
+    if table.num_rows == 0:
+        return {}
+    found = matrix(table.column("embedding"))
+    keys = table.column("embed_hash").to_pylist()
+    return {k: found[i] for i, k in enumerate(keys)}
+
+
+def matrix(column: pa.ChunkedArray) -> np.ndarray:
+    flat = column.combine_chunks()
+    dim = flat.type.list_size
+    return flat.flatten().to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32)
+
+
+def bm25(con: Connection, query: str, limit: int, where: SearchFilter) -> list[tuple[int, float]]:
+    """Best BM25 matches among the chunks the filter lets through."""
+    if not query.strip():
+        return []
+    clause, params = filter_sql(where)
+    try:
+        rows = con.execute(
+            f"SELECT id, score FROM (SELECT id, {FTS_SCHEMA}.match_bm25(id, ?) AS score "
+            f"FROM chunks WHERE {clause}) WHERE score IS NOT NULL "
+            "ORDER BY score DESC, id LIMIT ?",
+            [query, *params, limit],
+        ).fetchall()
+    except duckdb.CatalogException as exc:
+        raise StoreError(
+            "the full-text index is missing; run `gleambrctl index` to rebuild it"
+        ) from exc
+    return [(int(i), float(s)) for i, s in rows]
+
+
+def ids_matching(con: Connection, where: SearchFilter) -> list[int]:
+    clause, params = filter_sql(where)
+    return [r[0] for r in con.execute(f"SELECT id FROM chunks WHERE {clause}", params).fetchall()]
+
+
+def any_chunk(con: Connection, where: SearchFilter) -> bool:
+    clause, params = filter_sql(where)
+    return (
+        con.execute(f"SELECT 1 FROM chunks WHERE {clause} LIMIT 1", params).fetchone() is not None
+    )
+
+
+def modules(con: Connection) -> list[str]:
+    """Every module that has a chunk, in order."""
+    rows = con.execute("SELECT DISTINCT module AS v FROM chunks ORDER BY v").fetchall()
+    return [str(value) for (value,) in rows]
+
+
+def folders(con: Connection) -> list[str]:
+    """Every folder that holds a chunk's file, with its trailing slash ("" for the root)."""
+    rows = con.execute(
+        "SELECT DISTINCT regexp_replace(path, '[^/]*$', '') AS v FROM chunks ORDER BY v"
+    ).fetchall()
+    return [str(value) for (value,) in rows]
+
+
+def chunk_rows(con: Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
+    if not ids:
+        return {}
+    # The ids are written into the SQL, not bound: DuckDB's Python binding tries to
+    # import pandas for every bound list, which cost a quarter of a warm search here.
+    id_list = ", ".join(str(int(i)) for i in ids)
+    rows = con.execute(
+        "SELECT id, path, module, package, kind, name, signature, visibility, start_line, "
+        "end_line, part, parts, coalesce(doc, ''), text, coalesce(header, ''), stale "
+        f"FROM chunks WHERE id IN ({id_list})"
+    ).fetchall()
+    return {row[0]: ChunkRow(*row) for row in rows}
+
+
+def node_parts(con: Connection, path: str, kind: str, name: str) -> list[NodePart]:
+    """Every part of a split node, in order; a name is unique per kind within a file."""
+    rows = con.execute(
+        "SELECT start_line, end_line, part, text FROM chunks "
+        "WHERE path = ? AND kind = ? AND name = ? ORDER BY part",
+        [path, kind, name],
+    ).fetchall()
+    return [NodePart(*row) for row in rows]
+
+
+def counts(con: Connection) -> IndexCounts:
+    if not has_table(con, "files"):
+        return IndexCounts(
+            files=0, files_ok=0, files_failed=0, files_partial=0, chunks=0, stale_chunks=0
+        )
+    files_ok, files_failed, files_partial = con.execute(
+        "SELECT count(*) FILTER (status = 'ok'), count(*) FILTER (status = 'failed'), "
+        "count(*) FILTER (status = 'partial') FROM files"
+    ).fetchall()[0]
+    chunks, stale = con.execute("SELECT count(*), count(*) FILTER (stale) FROM chunks").fetchall()[
+        0
+    ]
+    return IndexCounts(
+        files=int(files_ok) + int(files_failed) + int(files_partial),
+        files_ok=int(files_ok),
+        files_failed=int(files_failed),
+        files_partial=int(files_partial),
+        chunks=int(chunks),
+        stale_chunks=int(stale),
+    )
+
+
+def failed_files(con: Connection, status: str) -> list[FileIssue]:
+    """Files of a status (`failed`, or `partial`), with their chunks and stale ones."""
+    if not has_table(con, "files"):
+        return []
+    rows = con.execute(
+        "SELECT f.path, f.error_kind, f.error, "
+        "(SELECT count(*) FILTER (c.stale) FROM chunks c WHERE c.path = f.path), "
+        "(SELECT count(*) FROM chunks c WHERE c.path = f.path) "
+        "FROM files f WHERE status = ? ORDER BY path",
+        [status],
+    ).fetchall()
+    return [FileIssue(*row) for row in rows]

@@ -1,0 +1,100 @@
+"""How a write reaches the index file: one transaction per change, and new chunks as one
+Arrow table for a single bulk INSERT. `Store`'s write methods use these."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from gbr.core.records import Chunk
+from gbr.core.store_errors import is_write_failure, store_error, write_error, writing
+
+if TYPE_CHECKING:
+    from gbr.core.store import Store
+
+
+@dataclass(frozen=True, slots=True)
+class StoredChunk:
+    """A chunk plus the derived texts and vector, as the Writer hands it to the store."""
+
+    chunk: Chunk
+    search_text: str
+    tokens: int
+    embed_hash: str
+    vector: np.ndarray
+
+
+class Transaction:
+    """BEGIN/COMMIT, with ROLLBACK on any error so a failed write leaves no trace.
+
+    A commit that fails for a cause outside gbr (no permission, disk full, no file
+    descriptors) becomes a StoreWriteError naming the cause and the fix. DuckDB has often
+    aborted the transaction itself by then, and a ROLLBACK would raise "no transaction is
+    active" over the real cause, so the rollback's own failure is ignored. Any other DuckDB
+    error in the transaction leaves it as a StoreError (gbr.core.store_errors).
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.con = store.con
+
+    def __enter__(self) -> None:
+        try:
+            with writing(self.store.path):
+                self.con.begin()
+        except duckdb.Error as exc:
+            raise store_error(self.store.path, exc) from exc
+
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
+        if exc is not None:
+            self._rollback()
+            if is_write_failure(exc):
+                raise write_error(self.store.path, exc) from exc
+            if isinstance(exc, duckdb.Error):
+                raise store_error(self.store.path, exc) from exc
+            return  # the original error goes on
+        try:
+            if self.store.before_commit is not None:
+                self.store.before_commit()
+            self.con.commit()
+        except (duckdb.Error, OSError) as err:
+            self._rollback()
+            raise write_error(self.store.path, err) from err
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(duckdb.Error):
+            self.con.rollback()
+
+
+_TEXT_COLUMNS = ("path", "module", "package", "kind", "name", "signature", "visibility")
+_INT_COLUMNS = ("start_line", "end_line", "part", "parts")
+_TAIL_TEXT_COLUMNS = ("doc", "text", "header")
+
+
+def chunks_table(items: Sequence[StoredChunk]) -> pa.Table:
+    """Rows in the column order of the chunks table (after id), for one bulk INSERT."""
+    arrays: dict[str, pa.Array] = {}
+    for key in _TEXT_COLUMNS:
+        arrays[key] = pa.array([getattr(i.chunk, key) for i in items], type=pa.string())
+    for key in _INT_COLUMNS:
+        arrays[key] = pa.array([getattr(i.chunk, key) for i in items], type=pa.int32())
+    for key in _TAIL_TEXT_COLUMNS:
+        arrays[key] = pa.array([getattr(i.chunk, key) for i in items], type=pa.string())
+    arrays["search_text"] = pa.array([i.search_text for i in items], type=pa.string())
+    arrays["tokens"] = pa.array([i.tokens for i in items], type=pa.int32())
+    arrays["embed_hash"] = pa.array([i.embed_hash for i in items], type=pa.string())
+    arrays["stale"] = pa.array([False] * len(items), type=pa.bool_())
+    dim = int(items[0].vector.shape[0]) if items else 1
+    flat = (
+        np.concatenate([np.asarray(i.vector, dtype=np.float32) for i in items])
+        if items
+        else np.zeros(0, dtype=np.float32)
+    )
+    arrays["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
+    return pa.table(arrays)
