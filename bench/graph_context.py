@@ -39,8 +39,8 @@ from eval import (  # noqa: E402
     unit_index,
 )
 
+from bench.evaluation import Query  # noqa: E402
 from gbr.core.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.evaluation import Query  # noqa: E402
 from gbr.core.llm.base import Message  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
 from gbr.core.oracle import Answer, AskOptions, Oracle  # noqa: E402
