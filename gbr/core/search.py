@@ -175,7 +175,9 @@ class Ranking:
 # the dev-half misses: code holding the query's words verbatim x2, type chunks x0.7 for
 # how-to questions, shape questions ("either A or B", "what does it contain") read as type
 # questions and type chunks x1.6 for them: 0.914/0.750 -> 0.930/0.791 (examples/ 0.909/0.770
-# -> 0.926/0.788).
+# -> 0.926/0.788). The code graph's centrality (issue 13: `central`, by callers or PageRank,
+# x1.05..x1.7) did not help on the dev half (R@5 0.930 at best, MRR@10 0.791 -> 0.789 at
+# best, R@1 down) and stays off (1.0).
 DEFAULT_PRIORS = Priors(
     tests="demote", aside=0.3, type_lean=1.6, howto_type=0.7, literal=2.0, wide_types=True
 )
