@@ -74,6 +74,15 @@ ROUND_TWO: dict[str, Priors] = {
     ),
 }
 
+# Issue 13: the code graph's centrality (references from other definitions) as a prior.
+GRAPH_PRIORS: dict[str, Priors] = {
+    **{f"p+central{f}": replace(_SHIPPED_PRIORS, central=f) for f in (1.1, 1.2, 1.4, 1.7)},
+    **{
+        f"p+pagerank{f}": replace(_SHIPPED_PRIORS, central=f, central_by="pagerank")
+        for f in (1.05, 1.1, 1.2, 1.4)
+    },
+}
+
 PLAIN_RRF = Fusion(method="rrf", alpha=0.5, code_alpha=0.5, rrf_k=60, depth=50)
 VARIANTS: list[Variant] = [
     Variant("dense", "dense", note="code with a module/name/signature header"),
@@ -146,6 +155,10 @@ VARIANTS: list[Variant] = [
     *[
         Variant(name, "hybrid", ranking=Ranking(priors=prior), note="priors round two")
         for name, prior in ROUND_TWO.items()
+    ],
+    *[
+        Variant(name, "hybrid", ranking=Ranking(priors=prior), note="graph centrality prior")
+        for name, prior in GRAPH_PRIORS.items()
     ],
 ]
 
@@ -529,6 +542,7 @@ def devcorpus_variants() -> list[Variant]:
         "+module0.3": replace(none, module_howto=0.3),
         "+priors": FIT_PRIORS,
         **ROUND_TWO,
+        **GRAPH_PRIORS,
     }
     for name, prior in priors.items():
         out.append(Variant(name, "hybrid", fusion=FIT_FUSION, ranking=Ranking(priors=prior)))

@@ -646,6 +646,14 @@ def ask(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
     ] = False,
+    graph_context: Annotated[
+        bool | None,
+        typer.Option(
+            "--graph-context/--no-graph-context",
+            help="Add the signatures of what the chosen code calls or uses, in the budget "
+            "it leaves [default: on]",
+        ),
+    ] = None,
     tests: TestsOption = None,
     timeout: Annotated[
         float | None,
@@ -658,6 +666,8 @@ def ask(
 ) -> None:
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
     with _errors(debug) as command:
+        from dataclasses import replace
+
         from gbr.access import LlmChoice, LocalSettings, chosen
         from gbr.core.oracle import AskOptions
         from gbr.core.priors import parse_test_policy
@@ -669,6 +679,8 @@ def ask(
         options = AskOptions(
             max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=policy
         )
+        if graph_context is not None:
+            options = replace(options, graph_context=graph_context)
         llm = LlmChoice(provider, model, timeout, reranker)
         local = _local(LocalSettings(db_path.parent.parent, db_path), model_dir)
         with chosen(local, _note_stale) as index:

@@ -201,6 +201,7 @@ def ask_body(
         "hyde": options.hyde,
         "dry_run": options.dry_run,
         "tests": options.tests,
+        "graph_context": options.graph_context,
         "provider": provider,
         "model": model,
     }

@@ -14,8 +14,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from gbr.core.graph.context import render_with_outlines
 from gbr.core.oracle import Answer
-from gbr.core.prompt import chunk_header, render_context, sources_line
+from gbr.core.prompt import chunk_header, sources_line
 from gbr.core.records import Hit, IndexSummary, ProgressCallback
 
 
@@ -72,10 +73,12 @@ def context(console: Console, answer: Answer) -> None:
     turns = answer.history_sent // 2
     trimmed = f", {answer.history_trimmed // 2} older left out" if answer.history_trimmed else ""
     console.print(
-        f"[dim]question: {escape(answer.question)}; {len(answer.chunks)} chunks; "
+        f"[dim]question: {escape(answer.question)}; {len(answer.chunks)} chunks, "
+        f"{len(answer.outlines)} outlines; "
         f"{turns} earlier turn{'s' if turns != 1 else ''} sent{trimmed}[/dim]"
     )
-    console.out(render_context(answer.chunks).rstrip("\n"), highlight=False)
+    sent = render_with_outlines(answer.chunks, answer.outlines)
+    console.out(sent.rstrip("\n"), highlight=False)
 
 
 def open_hit(console: Console, hit: Hit) -> None:

@@ -14,6 +14,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gbr.core.errors import MissingKeyError, ProviderError
+from gbr.core.graph.context import (
+    Outline,
+    Span,
+    context_tokens,
+    render_with_outlines,
+    used_outlines,
+)
+from gbr.core.graph.store import GraphReader
 from gbr.core.llm.base import LlmProvider, Message
 from gbr.core.priors import DEFAULT_TEST_POLICY, TestPolicy
 from gbr.core.prompt import (
@@ -29,7 +37,6 @@ from gbr.core.prompt import (
     followup_query,
     leans_on_history,
     message_tokens,
-    render_context,
     select,
     sources,
     user_prompt,
@@ -58,6 +65,8 @@ class AskOptions:
     max_answer_tokens: int = 1024
     history_share: float = 0.5  # of the budget, at most, for earlier turns of a conversation
     tests: TestPolicy = DEFAULT_TEST_POLICY  # test and example code: include, demote, exclude
+    # Outlines of what the chosen chunks call or use, in the budget they leave (graph/context).
+    graph_context: bool = True
 
 
 @dataclass
@@ -90,6 +99,7 @@ class Answer:
     history_trimmed: int = 0  # earlier messages left out to keep within the budget
     cancelled: bool = False  # the caller stopped the stream; `text` is what came before
     retrieval_query: str | None = None  # a follow-up's retrieval text (its turn, or a rewrite)
+    outlines: list[Outline] = field(default_factory=list)  # from the code graph, after chunks
 
     def chunks_as_dicts(self) -> list[dict[str, Any]]:
         """The context sent, as `ask --json` lists it (and the daemon's `context` event)."""
@@ -112,6 +122,7 @@ class Answer:
             "citations": [c.as_dict() for c in self.citations],
             "unknown_citations": [c.as_dict() for c in self.citations if not c.known],
             "chunks": self.chunks_as_dicts(),
+            "graph_context": [o.as_dict() for o in self.outlines],
             "sources": [
                 {
                     "rank": s.hit.rank,
@@ -149,6 +160,7 @@ class Answer:
             reranker=data.get("reranker"),
             hyde=data.get("hyde") or "off",
             retrieval_query=data.get("retrieval_query"),
+            outlines=[Outline.from_dict(o) for o in data.get("graph_context") or []],
             error=data.get("error"),
             history_sent=int(data.get("history_sent") or 0),
             history_trimmed=int(data.get("history_trimmed") or 0),
@@ -340,13 +352,17 @@ class Oracle:
         turns = fit_history(history, int(options.budget * options.history_share))
         budget = options.budget - message_tokens(turns)
         chunks = edges_first(select(hits, budget, options.max_chunks))
+        outlines: list[Outline] = []
+        if options.graph_context:
+            left = budget - context_tokens(chunks)
+            outlines = used_outlines(chunks, self._used_by, left)
         return Answer(
             question=question,
             chunks=chunks,
             messages=[
                 Message("system", SYSTEM_PROMPT),
                 *turns,
-                Message("user", user_prompt(question, render_context(chunks))),
+                Message("user", user_prompt(question, render_with_outlines(chunks, outlines))),
             ],
             timings=notes.timings,
             provider=self.provider.name if self.provider is not None else None,
@@ -356,7 +372,11 @@ class Oracle:
             history_sent=len(turns),
             history_trimmed=sum(m.role != "system" for m in history) - len(turns),
             retrieval_query=notes.retrieval_query,
+            outlines=outlines,
         )
+
+    def _used_by(self, spans: Sequence[Span]) -> Sequence[tuple[int, Outline]]:
+        return GraphReader(self.searcher.store).used_by(spans)
 
     def answer(
         self,
@@ -414,7 +434,8 @@ class Oracle:
                 close()  # a generator's close ends its `with`, and so the HTTP response
         text = "".join(parts)
         timings["llm"] = time.perf_counter() - ask_started
-        citations = check_citations(text, prepared.chunks)
+        outlined = [(o.path, o.start_line, o.end_line) for o in prepared.outlines]
+        citations = check_citations(text, prepared.chunks, outlined)
         timings["total"] = time.perf_counter() - started
         return replace(prepared, text=text, citations=citations, error=error, cancelled=cancelled)
 

@@ -13,7 +13,9 @@ The prior values are chosen on the dev half of the devcorpus (bench/eval.py --de
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
@@ -147,7 +149,10 @@ class Priors:
     definitions; `module_howto` multiplies module chunks for how-to questions, `howto_type`
     type chunks for them ("how do I ..." is answered by a function to call); `literal`
     multiplies chunks whose code holds the query's phrase verbatim (see literal_phrase).
-    `wide_types` widens what counts as a type question (see query_intent).
+    `wide_types` widens what counts as a type question (see query_intent). `central` is the
+    factor for the most referenced definition of the index, and scales down to 1.0 for one
+    nothing references; `central_by` is how centrality is read: `callers` (how many
+    definitions reference it, see centrality) or `pagerank` (see pagerank).
     """
 
     tests: TestPolicy = DEFAULT_TEST_POLICY
@@ -158,6 +163,8 @@ class Priors:
     howto_type: float = 1.0
     literal: float = 1.0
     wide_types: bool = False
+    central: float = 1.0
+    central_by: Literal["callers", "pagerank"] = "callers"
 
     def with_tests(self, tests: TestPolicy) -> Priors:
         return replace(self, tests=tests)
@@ -173,9 +180,11 @@ class Priors:
         kind: str,
         visibility: str,
         verbatim: bool = False,
+        centrality: float = 0.0,
     ) -> float:
-        """The product of the priors that apply; `verbatim`: the code holds the query's phrase."""
-        f = 1.0
+        """The product of the priors that apply; `verbatim`: the code holds the query's phrase,
+        `centrality` (0..1): how referenced the definition is in the code graph."""
+        f = 1.0 + (self.central - 1.0) * centrality
         if self.tests == "demote" and is_aside(path, name):
             f *= self.aside
         if intent == "type" and kind in ("type", "type_alias", "external_type"):
@@ -192,6 +201,58 @@ class Priors:
 
 
 NO_PRIORS = Priors(tests="include", aside=1.0)
+
+
+Node = tuple[str, str]  # (module, name) of a definition
+Edge = tuple[Node, Node]  # (referring definition, the one it references)
+
+
+def graph_centrality(edges: Sequence[Edge], by: str) -> dict[Node, float]:
+    """Centrality 0..1 of each referenced definition, read the way `Priors.central_by` says."""
+    if by == "pagerank":
+        return pagerank(edges)
+    counts: dict[Node, int] = {}
+    for _, target in edges:
+        counts[target] = counts.get(target, 0) + 1
+    return centrality(counts)
+
+
+def pagerank(edges: Sequence[Edge], damping: float = 0.85, rounds: int = 50) -> dict[Node, float]:
+    """PageRank over the reference graph, scaled so the top definition is 1.0: a definition
+    counts more when central definitions reference it, not merely many leaves. A node
+    with no references out spreads its rank evenly, as the usual formulation does."""
+    nodes = sorted({n for edge in edges for n in edge})
+    if not nodes:
+        return {}
+    index = {n: i for i, n in enumerate(nodes)}
+    out: dict[int, list[int]] = {}
+    for source, target in edges:
+        out.setdefault(index[source], []).append(index[target])
+    size = len(nodes)
+    rank = [1.0 / size] * size
+    for _ in range(rounds):
+        spread = sum(rank[i] for i in range(size) if i not in out) / size
+        nxt = [(1.0 - damping) / size + damping * spread] * size
+        for source, targets in out.items():
+            share = damping * rank[source] / len(targets)
+            for target in targets:
+                nxt[target] += share
+        rank = nxt
+    referenced = {index[t] for _, t in edges}
+    top = max(rank[i] for i in referenced)
+    return {nodes[i]: rank[i] / top for i in referenced}
+
+
+def centrality(in_degrees: Mapping[Node, int]) -> dict[Node, float]:
+    """Each definition's share of the code graph's attention, 0..1, from how many other
+    definitions reference it: log-scaled, so the handful of core types that everything
+    mentions do not drown the functions a few callers share (Aider's repository map ranks
+    definitions the same way, by references, with PageRank)."""
+    top = max(in_degrees.values(), default=0)
+    if top <= 0:
+        return {}
+    scale = math.log1p(top)
+    return {key: math.log1p(n) / scale for key, n in in_degrees.items() if n > 0}
 
 
 def parse_test_policy(value: str) -> TestPolicy:

@@ -42,11 +42,16 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
+def header(
+    label: object, name: str, kind: str, path: str, lines: tuple[int, int], module: str
+) -> str:
+    """A context block's header: the chunks and the code graph's outlines share it."""
+    return f"### [{label}] {name} ({kind}) · {path}:{lines[0]}-{lines[1]} · module {module}"
+
+
 def chunk_header(index: int, hit: Hit) -> str:
-    return (
-        f"### [{index}] {hit.name} ({hit.kind}) · {hit.path}:{hit.start_line}-{hit.end_line}"
-        f" · module {hit.module}"
-    )
+    lines = (hit.start_line, hit.end_line)
+    return header(index, hit.name, hit.kind, hit.path, lines, hit.module)
 
 
 def render_chunk(index: int, hit: Hit, text: str | None = None) -> str:
@@ -183,11 +188,18 @@ class Citation:
         return cls(data["path"], int(data["line"]), int(data["end_line"]), bool(data["known"]))
 
 
-def check_citations(answer: str, chunks: Sequence[ContextChunk]) -> list[Citation]:
-    """Every `path:line` in the answer, flagged unknown unless a sent chunk covers it."""
+def check_citations(
+    answer: str,
+    chunks: Sequence[ContextChunk],
+    also: Sequence[tuple[str, int, int]] = (),
+) -> list[Citation]:
+    """Every `path:line` in the answer, flagged unknown unless a sent chunk covers it (or
+    one of `also`, the (path, first, last) of other blocks sent, like the graph's outlines)."""
     spans: dict[str, list[tuple[int, int]]] = {}
     for c in chunks:
         spans.setdefault(c.hit.path, []).append((c.hit.start_line, c.hit.end_line))
+    for path, first, last in also:
+        spans.setdefault(path, []).append((first, last))
     out: list[Citation] = []
     seen: set[tuple[str, int, int]] = set()
     for match in _CITATION.finditer(answer):

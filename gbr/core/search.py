@@ -18,11 +18,13 @@ import numpy as np
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.errors import ConfigError, IndexEmptyError
+from gbr.core.graph.store import GraphReader
 from gbr.core.priors import (
     NO_PRIORS,
     Intent,
     Priors,
     effective_policy,
+    graph_centrality,
     holds_phrase,
     literal_phrase,
 )
@@ -173,7 +175,9 @@ class Ranking:
 # the dev-half misses: code holding the query's words verbatim x2, type chunks x0.7 for
 # how-to questions, shape questions ("either A or B", "what does it contain") read as type
 # questions and type chunks x1.6 for them: 0.914/0.750 -> 0.930/0.791 (examples/ 0.909/0.770
-# -> 0.926/0.788).
+# -> 0.926/0.788). The code graph's centrality (issue 13: `central`, by callers or PageRank,
+# x1.05..x1.7) did not help on the dev half (R@5 0.930 at best, MRR@10 0.791 -> 0.789 at
+# best, R@1 down) and stays off (1.0).
 DEFAULT_PRIORS = Priors(
     tests="demote", aside=0.3, type_lean=1.6, howto_type=0.7, literal=2.0, wide_types=True
 )
@@ -214,9 +218,19 @@ class Searcher:
         # (ids, matrix) as one tuple, swapped in one assignment: a daemon reloads while
         # other threads search, and they must never pair new ids with an old matrix.
         self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
+        self._central: dict[str, dict[tuple[str, str], float]] = {}
 
     def reload(self) -> None:
         self._snapshot = self.store.vectors()
+        self._central = {}  # read again, once, for the new snapshot
+
+    def centrality(self, by: str = "callers") -> dict[tuple[str, str], float]:
+        """The code graph's centrality of each definition, read once per index snapshot."""
+        central = self._central.get(by)
+        if central is None:
+            edges = GraphReader(self.store).reference_edges()
+            central = self._central[by] = graph_centrality(edges, by)
+        return central
 
     def _vectors(self) -> tuple[np.ndarray, np.ndarray]:
         snapshot = self._snapshot
@@ -320,7 +334,8 @@ class Searcher:
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
         priors = self.ranking.priors.with_tests(effective_policy(where.tests, query))
         intent = priors.intent(query, looks_like_code(query))
-        scored = _with_priors(ranked, rows, priors, intent, literal_phrase(query))
+        central = self.centrality(priors.central_by) if priors.central != 1.0 else {}
+        scored = _with_priors(ranked, rows, priors, intent, literal_phrase(query), central)
         return intent, self._collapse(scored, rows, size)
 
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
@@ -379,6 +394,7 @@ def _with_priors(
     priors: Priors,
     intent: Intent,
     phrase: str | None = None,
+    central: Mapping[tuple[str, str], float] | None = None,
 ) -> list[tuple[int, float]]:
     """The fused list with each score times its priors, re-sorted (stable on ties)."""
     out = []
@@ -387,7 +403,15 @@ def _with_priors(
         if row is None:
             continue
         verbatim = priors.literal != 1.0 and holds_phrase(phrase, row.text)
-        f = priors.factor(intent, row.path, row.name, row.kind, row.visibility, verbatim)
+        f = priors.factor(
+            intent,
+            row.path,
+            row.name,
+            row.kind,
+            row.visibility,
+            verbatim,
+            (central or {}).get((row.module, row.name), 0.0),
+        )
         out.append((doc, score * f))
     return sorted(out, key=lambda item: -item[1])
 

@@ -121,6 +121,10 @@ class AskRequest(BaseModel):
     hyde: bool | None = None
     dry_run: bool = False
     tests: TestPolicy = Field(DEFAULT_TEST_POLICY, description=TEST_POLICY_HELP)
+    graph_context: bool = Field(
+        AskOptions().graph_context,
+        description="Add the signatures of what the chosen chunks call or use.",
+    )
     provider: str | None = Field(None, max_length=100)
     model: str | None = Field(None, max_length=200)
     stream: bool = Field(True, description="Server-sent events: token..., answer[, error].")
@@ -250,6 +254,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
             hyde=body.hyde,
             dry_run=body.dry_run,
             tests=body.tests,
+            graph_context=body.graph_context,
         )
         history = [ChatMessage(m.role, m.content) for m in body.history]
         plan = daemon.plan_ask(body.question, options, body.provider, body.model, history)

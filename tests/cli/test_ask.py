@@ -53,6 +53,25 @@ def test_dry_run_prints_the_prompt_with_headers_and_calls_nothing(
     assert "(function) · src/bookshelf/isbn.gleam:" in result.stdout
 
 
+def test_dry_run_shows_the_outlines_of_what_the_chunks_use_unless_switched_off(
+    package: Path,
+) -> None:
+    shown = ask(package, "--dry-run", "-k", "1", QUESTION)
+    assert shown.returncode == 0, shown.stderr
+    assert "### [1] " in shown.stdout
+    outlined = [ln for ln in shown.stdout.splitlines() if ln.startswith("### [+] ")]
+    assert outlined and all(" · module bookshelf/" in ln for ln in outlined)
+    hidden = ask(package, "--dry-run", "-k", "1", "--no-graph-context", QUESTION)
+    assert hidden.returncode == 0, hidden.stderr
+    assert "### [+] " not in hidden.stdout
+    chunk = hidden.stdout.split("### [1] ")[1].split("\n\nQuestion:")[0]
+    assert f"### [1] {chunk}" in shown.stdout  # the chunk itself is the same
+    data = json.loads(ask(package, "--json", "--dry-run", "-k", "1", QUESTION).stdout)
+    assert [g["name"] for g in data["graph_context"]] == [
+        ln.split("] ")[1].split(" (")[0] for ln in outlined
+    ]
+
+
 def test_without_a_key_it_explains_and_shows_the_context(package: Path) -> None:
     result = ask(package, QUESTION)
     assert result.returncode == 3

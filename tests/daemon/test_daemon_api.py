@@ -262,6 +262,17 @@ def test_dry_run_returns_the_prompt_and_calls_nothing(daemon: RunningDaemon, fak
     assert "### [1] " in data["prompt"][1]["content"]
 
 
+def test_the_graph_context_is_sent_unless_the_request_turns_it_off(daemon: RunningDaemon) -> None:
+    body = {"question": QUESTION, "dry_run": True, "stream": False, "k": 1}
+    data = daemon.post("/ask", body).json()
+    assert data["graph_context"], "the top chunk uses definitions of the index"
+    for outline in data["graph_context"]:
+        assert f"### [+] {outline['name']} ({outline['kind']})" in data["prompt"][1]["content"]
+    off = daemon.post("/ask", {**body, "graph_context": False}).json()
+    assert off["graph_context"] == [] and "### [+] " not in off["prompt"][1]["content"]
+    assert off["chunks"] == data["chunks"]
+
+
 # --- the CLI through the daemon --------------------------------------------------------------
 
 

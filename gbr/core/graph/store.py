@@ -20,10 +20,12 @@ import pyarrow as pa
 
 from gbr.core.errors import (
     AmbiguousNameError,
+    GbrError,
     GraphMissingError,
     IndexEmptyError,
     NameNotFoundError,
 )
+from gbr.core.graph.context import Outline
 from gbr.core.graph.model import FileGraph
 
 # Bumped when extraction changes what it finds: an index of another version re-reads every
@@ -347,6 +349,72 @@ class GraphReader:
             + _pairs("module", "name", targets)
         ).fetchall()
         return {(m, n) for m, n in rows}
+
+    # ---------------------------------------------------------------- ask context
+
+    def ready(self) -> bool:
+        """Whether this index holds a graph this code reads (an older index holds none)."""
+        try:
+            self.check()
+        except (GbrError, duckdb.Error):
+            return False
+        return True
+
+    def used_by(self, spans: Sequence[tuple[str, int, int]]) -> list[tuple[int, Outline]]:
+        """The internal definitions referenced inside each (path, first, last) line span.
+
+        One row per span and definition, in the order of first reference; a constructor
+        stands for its custom type. Empty on an index without the graph: `ask` goes on
+        with its chunks alone.
+        """
+        if not spans or not self.ready():
+            return []
+        values = ", ".join(
+            f"({i}, {_quote(path)}, {int(first)}, {int(last)})"
+            for i, (path, first, last) in enumerate(spans)
+        )
+        rows = self.con.execute(
+            f"""WITH spans(i, path, first, last) AS (VALUES {values}),
+            used AS (
+                SELECT sp.i, MIN(r.line * 10000 + r.col) AS pos, s.module, s.path, s.line,
+                    CASE WHEN s.kind = 'constructor' THEN s.parent ELSE s.name END AS name
+                FROM spans sp
+                JOIN graph_refs r ON r.path = sp.path AND r.line BETWEEN sp.first AND sp.last
+                JOIN graph_symbols s
+                    ON s.module = r.target_module AND s.name = r.target_name
+                GROUP BY ALL)
+            SELECT u.i, MIN(u.pos) AS pos, u.module, u.name, c.kind, c.path, c.start_line,
+                c.end_line, c.signature, c.doc
+            FROM used u JOIN chunks c ON c.path = u.path AND c.name = u.name AND c.part = 0
+                AND u.line BETWEEN c.start_line AND c.end_line
+            GROUP BY ALL ORDER BY u.i, pos, u.module, u.name"""
+        ).fetchall()
+        return [
+            (r[0], Outline(r[2], r[3], r[4], r[5], r[6], r[7], r[8] or "", r[9] or ""))
+            for r in rows
+        ]
+
+    def reference_edges(self) -> list[tuple[tuple[str, str], tuple[str, str]]]:
+        """Each (referring definition, internal definition it references) once, a
+        constructor standing for its custom type and self-references left out; empty on an
+        index without the graph. Feeds the search prior's centrality."""
+        if not self.ready():
+            return []
+        rows = self.con.execute(
+            """SELECT DISTINCT r.module_from, r.source_name, s.module,
+                CASE WHEN s.kind = 'constructor' THEN s.parent ELSE s.name END AS name
+            FROM graph_refs r JOIN graph_symbols s
+                ON s.module = r.target_module AND s.name = r.target_name
+            WHERE r.source_name <> ''"""
+        ).fetchall()
+        return [((a, b), (m, n)) for a, b, m, n in rows if (a, b) != (m, n)]
+
+    def in_degrees(self) -> dict[tuple[str, str], int]:
+        """How many other definitions reference each internal one."""
+        counts: dict[tuple[str, str], int] = {}
+        for _, target in self.reference_edges():
+            counts[target] = counts.get(target, 0) + 1
+        return counts
 
     # ---------------------------------------------------------------- modules
 
