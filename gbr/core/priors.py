@@ -233,10 +233,10 @@ def pagerank(edges: Sequence[Edge], damping: float = 0.85, rounds: int = 50) -> 
     for _ in range(rounds):
         spread = sum(rank[i] for i in range(size) if i not in out) / size
         nxt = [(1.0 - damping) / size + damping * spread] * size
-        for source, targets in out.items():
-            share = damping * rank[source] / len(targets)
-            for target in targets:
-                nxt[target] += share
+        for origin, targets in out.items():
+            share = damping * rank[origin] / len(targets)
+            for aim in targets:
+                nxt[aim] += share
         rank = nxt
     referenced = {index[t] for _, t in edges}
     top = max(rank[i] for i in referenced)
