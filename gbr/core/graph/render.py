@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,25 @@ from gbr.core.errors import ConfigError, GbrError
 
 FORMATS = ("dot", "mermaid")
 DOT_TIMEOUT = 60.0  # seconds; a neighbourhood of a few hundred nodes draws in well under one
+# Graphviz's own `dot`, else `graphviz-pure` (a port of it on PyPI, with the same command line).
+DOT_PROGRAMS = ("dot", "graphviz-pure")
 GET_DOT = (
     "the `dot` program (Graphviz) is not installed; install it (apt install graphviz, "
-    "brew install graphviz) or save `--format dot` and draw it elsewhere"
+    "brew install graphviz, or pip install graphviz-pure) or save `--format dot` and draw "
+    "it elsewhere"
 )
+
+
+def find_dot(search_path: str | None = None) -> str | None:
+    """A program that draws DOT, on `search_path` (default PATH) or, when PATH is searched,
+    beside this Python: a venv's scripts are there even when the venv is not activated."""
+    folders = [search_path] if search_path is not None else [None, str(Path(sys.executable).parent)]
+    for folder in folders:
+        for name in DOT_PROGRAMS:
+            found = shutil.which(name, path=folder)
+            if found is not None:
+                return found
+    return None
 
 
 def _dot_quote(text: str) -> str:
@@ -70,9 +86,12 @@ def render(graph: dict[str, Any], fmt: str) -> str:
     return to_dot(graph) if fmt == "dot" else to_mermaid(graph)
 
 
-def write_png(graph: dict[str, Any], out: Path, dot: str | None = None) -> None:
-    """Draw with the local `dot` binary; without it, one line saying how to get it."""
-    binary = dot or shutil.which("dot")
+def write_png(
+    graph: dict[str, Any], out: Path, dot: str | None = None, search_path: str | None = None
+) -> None:
+    """Draw with a local `dot` program (see `find_dot`); without one, one line saying how to
+    get it."""
+    binary = dot or find_dot(search_path)
     if binary is None:
         raise GbrError(GET_DOT)
     try:
