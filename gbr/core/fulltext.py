@@ -9,7 +9,6 @@ tables, a large one rebuilds it. The functions here run inside the store's trans
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -46,13 +45,6 @@ class FtsConfig:
 DEFAULT_FTS = FtsConfig()
 
 
-def fts_stemmer(pragma: str) -> str:
-    """The stemmer an index was built with, read back from its pragma (meta
-    `fulltext_config`): a query must be stemmed as the documents were."""
-    found = re.search(r"stemmer='(\w+)'", pragma)
-    return found.group(1) if found else DEFAULT_FTS.stemmer
-
-
 def refresh(store: Store, config: FtsConfig) -> None:
     """Rebuild the full-text index from the chunks, in one transaction.
 
@@ -71,7 +63,7 @@ def refresh(store: Store, config: FtsConfig) -> None:
         ).fetchall()
         macros = con.execute(
             "SELECT DISTINCT function_name FROM duckdb_functions() "
-            "WHERE schema_name = ? AND function_type = 'macro'",
+            "WHERE schema_name = ? AND function_type IN ('macro', 'table_macro')",
             [FTS_SCHEMA],
         ).fetchall()
         for (name,) in macros:
@@ -80,7 +72,7 @@ def refresh(store: Store, config: FtsConfig) -> None:
             con.execute(f'DROP TABLE IF EXISTS {FTS_SCHEMA}."{name}"')
         con.execute(f"DROP SCHEMA IF EXISTS {FTS_SCHEMA}")
         con.execute(config.pragma())
-        postings.build(con, FTS_SCHEMA)
+        postings.build(con, FTS_SCHEMA, config.stemmer)
         clear_stale(con)
         store.set_meta(fulltext_config=config.pragma())
 

@@ -23,12 +23,20 @@ from collections.abc import Sequence
 import duckdb
 
 TABLE = "postings"
+TERMS = "query_terms"
 K1 = 1.2
 B = 0.75
 
 
-def build(con: duckdb.DuckDBPyConnection, fts: str) -> None:
-    """(Re)create the postings table from the extension's `terms` table."""
+def build(con: duckdb.DuckDBPyConnection, fts: str, stemmer: str) -> None:
+    """(Re)create the postings table from the extension's `terms` table, and the macro that
+    turns a query into its terms with the index's own tokenizer and stemmer (baked in, as
+    the extension bakes them into `match_bm25`, so a search reads no settings)."""
+    stem = "w" if stemmer == "none" else f"stem(w, '{stemmer}')"
+    con.execute(
+        f"""CREATE OR REPLACE MACRO {fts}.{TERMS}(q) AS TABLE
+        SELECT DISTINCT {stem} AS term FROM (SELECT unnest({fts}.tokenize(q)) AS w)"""
+    )
     con.execute(f"DROP TABLE IF EXISTS {fts}.{TABLE}")
     con.execute(
         f"""CREATE TABLE {fts}.{TABLE} AS
@@ -59,23 +67,21 @@ def present(con: duckdb.DuckDBPyConnection, fts: str) -> bool:
 def top(
     con: duckdb.DuckDBPyConnection,
     fts: str,
-    stemmer: str,
     words: str,
     limit: int,
     where: str = "true",
     params: Sequence[object] = (),
 ) -> list[tuple[int, float]]:
     """The `limit` best (chunk id, BM25 score) among chunks satisfying `where` (SQL over
-    chunks), best first, ties by id, as `match_bm25` would rank them."""
-    stem = "w" if stemmer == "none" else f"stem(w, '{stemmer}')"
+    chunks), best first, ties by id, as `match_bm25` would rank them. Raises DuckDB's
+    CatalogException on an index built before the postings table existed."""
     # A semi-join, so that the filter's column names (`name`, `path`) mean the chunk's.
     filtered = (
         "" if where.strip() == "true" else f"WHERE d.name IN (SELECT id FROM chunks WHERE {where})"
     )
     rows = con.execute(
-        f"""WITH words AS (SELECT unnest({fts}.tokenize(?)) AS w),
-        q AS (SELECT dict.termid, dict.df FROM {fts}.dict AS dict
-              WHERE dict.term IN (SELECT DISTINCT {stem} FROM words)),
+        f"""WITH q AS (SELECT dict.termid, dict.df FROM {fts}.dict AS dict
+              WHERE dict.term IN (SELECT term FROM {fts}.{TERMS}(?))),
         st AS (SELECT num_docs AS n, avgdl FROM {fts}.stats),
         scored AS (
             SELECT p.docid, sum(

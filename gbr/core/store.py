@@ -25,7 +25,7 @@ import numpy as np
 from gbr.core import fulltext, store_queries
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import IndexCorruptError, StoreError
-from gbr.core.fulltext import DEFAULT_FTS, FtsConfig, fts_stemmer
+from gbr.core.fulltext import DEFAULT_FTS, FtsConfig
 from gbr.core.graph import store as graph_tables
 from gbr.core.graph.model import FileGraph
 from gbr.core.records import (
@@ -416,8 +416,7 @@ class Store:
         self, query: str, limit: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
         """Best BM25 matches among the chunks that the filter lets through."""
-        stemmer = fts_stemmer(self.meta().get("fulltext_config", ""))
-        return store_queries.bm25(self.con, query, limit, where, stemmer)
+        return store_queries.bm25(self.con, query, limit, where)
 
     @guarded
     def ids_matching(self, where: SearchFilter) -> list[int]:

@@ -103,17 +103,17 @@ def matrix(column: pa.ChunkedArray) -> np.ndarray:
     return vectors.reshape(-1, dim).astype(np.float32)
 
 
-def bm25(
-    con: Connection, query: str, limit: int, where: SearchFilter, stemmer: str
-) -> list[tuple[int, float]]:
+def bm25(con: Connection, query: str, limit: int, where: SearchFilter) -> list[tuple[int, float]]:
     """Best BM25 matches among the chunks the filter lets through, from the postings table
     (gbr.core.postings) or, in an index built before it existed, DuckDB's own macro."""
     if not query.strip():
         return []
     clause, params = filter_sql(where)
     try:
-        if postings.present(con, FTS_SCHEMA):
-            return postings.top(con, FTS_SCHEMA, stemmer, query, limit, clause, params)
+        return postings.top(con, FTS_SCHEMA, query, limit, clause, params)
+    except duckdb.CatalogException:
+        pass  # an index built before the postings table: DuckDB's own macro, until rebuilt
+    try:
         rows = con.execute(
             f"SELECT id, score FROM (SELECT id, {FTS_SCHEMA}.match_bm25(id, ?) AS score "
             f"FROM chunks WHERE {clause}) WHERE score IS NOT NULL "
