@@ -245,7 +245,7 @@ def _run_pipeline(
             finished,
             options.timeout,
             options.cancel,
-            lambda: supervisor.idle_for() > options.stall_seconds and coordinator_idle(coordinator),
+            lambda: supervisor.idle_for() > options.stall_seconds and inbox_empty(coordinator),
         )
         if ended == "timeout":
             raise SupervisionError(
@@ -362,10 +362,6 @@ def _wait(
         if stalled():
             return "stalled" if not finished.is_set() else "finished"
     return "finished"
-
-
-def coordinator_idle(coordinator: pykka.ActorRef[Any]) -> bool:
-    return inbox_empty(coordinator)
 
 
 def stop_everything() -> None:

@@ -180,7 +180,11 @@ def _device_session(
             if session.get_providers()[:1] == [CUDA]:
                 announce(choice, warning_line, log().info)
                 return session, "cuda"
-            choice = fallback(choice, "CUDA provider found no usable GPU")
+            # onnxruntime fell back to the CPU by itself: that session serves as it is.
+            announce(
+                fallback(choice, "CUDA provider found no usable GPU"), warning_line, log().info
+            )
+            return session, "cpu"
     announce(choice, warning_line, log().info)
     return onnx_session(path, threads), "cpu"
 

@@ -211,10 +211,15 @@ def graph_centrality(edges: Sequence[Edge], by: str) -> dict[Node, float]:
     """Centrality 0..1 of each referenced definition, read the way `Priors.central_by` says."""
     if by == "pagerank":
         return pagerank(edges)
+    return centrality(in_degrees(edges))
+
+
+def in_degrees(edges: Sequence[Edge]) -> dict[Node, int]:
+    """How many references each definition receives."""
     counts: dict[Node, int] = {}
     for _, target in edges:
         counts[target] = counts.get(target, 0) + 1
-    return centrality(counts)
+    return counts
 
 
 def pagerank(edges: Sequence[Edge], damping: float = 0.85, rounds: int = 50) -> dict[Node, float]:

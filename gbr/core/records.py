@@ -233,6 +233,10 @@ class FileIssue:
     stale_chunks: int
     chunks: int
 
+    def problem(self) -> FileProblem:
+        """The problem a run reports for this file (no position: the index keeps none)."""
+        return FileProblem(self.path, self.error or "", self.error_kind or "")
+
     def as_dict(self) -> dict[str, object]:
         return {
             "path": self.path,

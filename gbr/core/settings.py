@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gbr.core.device import DEVICES
 from gbr.core.errors import ConfigError
 
 SETTINGS_FILE = "settings.toml"
@@ -89,7 +90,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "mode": _choice(MODES),
     "tests": _choice(TESTS),
     "embed_cache": _bool,
-    "device": _choice(("auto", "cpu", "cuda")),
+    "device": _choice(DEVICES),
 }
 KEYS = (*_PARSERS, "ignore")
 

@@ -258,15 +258,9 @@ def unchanged_summary(
         seen.add(item.path)
     if seen != set(states):
         return None
-    dropped = [
-        FileProblem(path, failed[path].error or "", failed[path].error_kind or "")
-        for path in sorted(seen & set(failed))
-    ]
+    dropped = [failed[path].problem() for path in sorted(seen & set(failed))]
     # An unchanged partial file is still partial (`--strict` must keep failing on it).
-    partly = [
-        FileProblem(path, partial[path].error or "", partial[path].error_kind or "")
-        for path in sorted(seen & set(partial))
-    ]
+    partly = [partial[path].problem() for path in sorted(seen & set(partial))]
     return IndexSummary(
         root=str(root),
         db=str(db),

@@ -58,7 +58,6 @@ __all__ = [
     "ThreadLocalStore",
     "check_index",
     "damaged",
-    "dumps_summary",
     "prepare_folder",
     "refuse_odd_file",
     "set_aside",
@@ -534,7 +533,3 @@ def check_index(path: Path) -> IndexCorruptError | None:
     except StoreError:
         return None
     return None
-
-
-def dumps_summary(summary: dict[str, Any]) -> str:
-    return json.dumps(summary, sort_keys=True)

@@ -8,7 +8,6 @@ from gbr.core.chunker import ChunkLimits, TokenCounter, chunk_file
 from gbr.core.graph.extract import extract_file_graph
 from gbr.core.graph.model import FileGraph
 from gbr.core.records import Chunk, FileProblem, PartialFile, SourceFile
-from gbr.core.telemetry import log
 
 
 def chunk_with_graph(
@@ -26,12 +25,5 @@ def chunk_with_graph(
     result = chunk_file(source, parser, count_tokens, limits, on_tree=trees.append)
     if isinstance(result, FileProblem) or not trees:
         return result, None
-    return result, graph_of(source, trees[0], parser)
-
-
-def graph_of(source: SourceFile, root: Node, parser: Parser) -> FileGraph | None:
-    try:
-        return extract_file_graph(source, root, parser)
-    except Exception as exc:  # a bug in extraction must not drop the file from search
-        log().warning("graph_failed", file=source.path, error=f"{type(exc).__name__}: {exc}")
-        return None
+    # extract_file_graph never raises: a bug in extraction logs and gives an empty graph.
+    return result, extract_file_graph(source, trees[0], parser)

@@ -411,10 +411,9 @@ class GraphReader:
 
     def in_degrees(self) -> dict[tuple[str, str], int]:
         """How many other definitions reference each internal one."""
-        counts: dict[tuple[str, str], int] = {}
-        for _, target in self.reference_edges():
-            counts[target] = counts.get(target, 0) + 1
-        return counts
+        from gbr.core.priors import in_degrees
+
+        return in_degrees(self.reference_edges())
 
     # ---------------------------------------------------------------- modules
 
