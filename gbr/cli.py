@@ -523,7 +523,7 @@ def search(
         local = _local(LocalSettings(db_path.parent.parent, db_path, keep_open=True), model_dir)
         with chosen(local, _note_stale) as index:
             try:
-                root = index.root if index.via is not None else index.status().get("root")
+                root = index.indexed_root()
                 if query == "-":
                     for line in sys.stdin:
                         if line.strip():
@@ -754,7 +754,6 @@ def chat(
     with _errors(debug):
         from gbr.access import LocalSettings, choose
         from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
-        from gbr.core import telemetry
 
         root = _package_root(path).resolve()
         local_settings = LocalSettings(root, db, keep_open=True, cancel_on_ctrl_c=True)
@@ -764,7 +763,7 @@ def chat(
             if timeout is not None:
                 err.print("[dim]note: --timeout is the daemon's own setting[/dim]")
         else:
-            telemetry.configure(backend.db.parent / "events.jsonl")
+            _telemetry(backend.db)
         views = Views(_print_hits, _print_summary, lambda: _progress_bar(err.is_terminal))
         settings = ChatSettings(
             provider=provider,

@@ -115,7 +115,7 @@ def _ask(cli: Any, op: str, name: str | None, depth: int, db: Path | None, debug
         local = cli._local(LocalSettings(db_path.parent.parent, db_path), None)
         with chosen(local, cli._note_stale) as index:
             data = index.graph(op, name, depth)
-            root = index.root if index.via is not None else index.status().get("root")
+            root = index.indexed_root()
         return stamped(data, root)
 
 

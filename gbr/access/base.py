@@ -108,6 +108,11 @@ class CodeIndex(Protocol):
         """The `status --json` object (a daemon adds what only it knows)."""
         ...
 
+    def indexed_root(self) -> str | None:
+        """The folder the index was built from (with `--db` elsewhere, not the folder it
+        sits in); what `--json` output is stamped with."""
+        ...
+
     def graph(self, op: str, name: str | None, depth: int = 1) -> dict[str, Any]:
         """A code graph question (`refs`, `callers`, `callees`, `graph`): the object
         `gleambrctl OP --json` prints, before the CLI stamps it."""

@@ -114,7 +114,8 @@ class LocalIndex:
         self._model: OnnxEmbedder | None = None
         self._model_lock = threading.Lock()
         self._access = _SharedExclusive()
-        self._held: tuple[Store, Searcher] | None = None  # with keep_open, between calls
+        # With keep_open, between calls: the store, and its searcher once a call needed one.
+        self._held: tuple[Store, Searcher | None] | None = None
         self._answering: dict[tuple[LlmChoice, bool, bool], Answering] = {}  # with keep_open
         # A cancelled answer still finishing in its actor, with the tree that runs it.
         self._pending: tuple[pykka.Future[Answer], Supervisor] | None = None
@@ -142,16 +143,29 @@ class LocalIndex:
     # -- reading --------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[Searcher]:
+    def _reading(self) -> Iterator[Store]:
+        """The index open for reading; status and graph questions need no model."""
         with contextlib.ExitStack() as stack:
-            yield self._open_for_reading(stack)
+            yield self._open_store(stack)
 
     def _open_for_reading(self, stack: contextlib.ExitStack) -> Searcher:
-        """A searcher over the index, open until `stack` closes (and no reindex meanwhile);
-        with `keep_open`, the one held between calls."""
+        """A searcher over the index (the model loaded on first use), open until `stack`
+        closes; with `keep_open`, the one held between calls."""
+        store = self._open_store(stack)
+        if self._held is None:
+            return Searcher(store, self.model)
+        searcher = self._held[1]
+        if searcher is None:
+            searcher = Searcher(store, self.model)
+            self._held = (store, searcher)
+        return searcher
+
+    def _open_store(self, stack: contextlib.ExitStack) -> Store:
+        """The store, open until `stack` closes (and no reindex meanwhile); with
+        `keep_open`, the one held between calls."""
         self._settle()
         if self._held is not None:
-            return self._held[1]
+            return self._held[0]
         db = self.db
         if not self.settings.keep_open:
             stack.enter_context(self._access.shared())
@@ -165,12 +179,11 @@ class LocalIndex:
                     f"a daemon is starting or stopping for {db}; try again in a moment"
                 ) from None
             raise
-        searcher = Searcher(store, self.model)
         if self.settings.keep_open:
-            self._held = (store, searcher)
+            self._held = (store, None)
         else:
             stack.callback(store.close)
-        return searcher
+        return store
 
     def _let_go(self) -> None:
         if self._held is not None:
@@ -181,17 +194,24 @@ class LocalIndex:
         self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
     ) -> Found:
         where = Filter() if where is None else where
-        with self._reading() as searcher:
+        with contextlib.ExitStack() as stack:
+            searcher = self._open_for_reading(stack)
             hits = searcher.search(query, k, mode, where)
             return found(searcher.store, query, mode, hits, where)
 
     def status(self) -> dict[str, Any]:
-        with self._reading() as searcher:
-            return status_report(searcher.store)
+        with self._reading() as store:
+            return status_report(store)
+
+    def indexed_root(self) -> str | None:
+        """The folder the index was built from, as the index records it (with `--db`
+        elsewhere, not `root`); what `--json` output is stamped with."""
+        with self._reading() as store:
+            return store.meta().get("root")
 
     def graph(self, op: str, name: str | None, depth: int = 1) -> dict[str, Any]:
-        with self._reading() as searcher:
-            return answer(searcher.store, op, name, depth)
+        with self._reading() as store:
+            return answer(store, op, name, depth)
 
     # -- questions ------------------------------------------------------------------------------
 

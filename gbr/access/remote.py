@@ -144,6 +144,9 @@ class RemoteIndex:
         """`status --json`, plus pid, uptime, watcher, restarts and queue depth."""
         return self._client.status()
 
+    def indexed_root(self) -> str | None:
+        return str(self.root)  # a daemon serves the package it indexes
+
     def graph(self, op: str, name: str | None, depth: int = 1) -> dict[str, Any]:
         return self._client.graph(op, name, depth)
 
