@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from gbr import __version__
-from gbr.access import Answering, Found, LlmChoice, open_provider, open_reranker
+from gbr.access import Found, LlmChoice, open_provider
 from gbr.access.local import found
 from gbr.actors.faults import FaultPlan
 from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
-from gbr.actors.oracle import AskQuestion, OracleActor
+from gbr.actors.oracle import AskQuestion
 from gbr.actors.oracle import ask as ask_oracle
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.pykka_gaps import queued
@@ -41,7 +41,7 @@ from gbr.core.errors import (
     MissingKeyError,
     SupervisionError,
 )
-from gbr.core.llm.base import LlmProvider, Message
+from gbr.core.llm.base import Message
 from gbr.core.oracle import (
     Answer,
     AskOptions,
@@ -54,10 +54,12 @@ from gbr.core.paths import check_root
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import default_reranker_spec
 from gbr.core.search import Filter, Mode, Searcher
-from gbr.core.store import Store, ThreadLocalStore, status_report, storable_text
+from gbr.core.store import Store, ThreadLocalStore, status_report
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES
 from gbr.daemon.metrics import Metrics
+from gbr.daemon.oracles import NO_LLM, OracleKey, Oracles, close_provider
+from gbr.daemon.reporting import degraded, describe_metrics, printable
 from gbr.daemon.watcher import Watcher
 
 
@@ -87,14 +89,6 @@ class AskPlan:
     history: tuple[Message, ...] = ()  # earlier turns of a chat, oldest first
 
 
-# (with an LLM, provider, model, reranker): the names as asked, None meaning the default.
-_OracleKey = tuple[bool, str | None, str | None, str | None]
-_NO_LLM: _OracleKey = (False, None, None, None)  # dry runs, and asks with no provider set up
-
-
-MAX_ORACLES = 8  # distinct (provider, model, reranker) actors kept; the oldest unused goes
-
-
 class Daemon:
     """Owns the index for the process's life and serves it to the HTTP layer."""
 
@@ -107,7 +101,7 @@ class Daemon:
         self.started_at = time.time()
         self._started = time.monotonic()
         self.metrics = Metrics()
-        self._describe_metrics()
+        describe_metrics(self)
         self.store: ThreadLocalStore | None = None
         self.searcher: Searcher | None = None
         self.supervisor = Supervisor(
@@ -123,16 +117,14 @@ class Daemon:
             on_restart=self._watcher_restarted,
             faults=config.faults,
         )
-        self._index_problem: str | None = None  # why saved changes are not in the index yet
+        self.index_problem: str | None = None  # why saved changes are not in the index yet
         self.indexing: str | None = None  # "full" or "changes" while a run is going
         self.first_pass = threading.Event()
         self.last_batch: dict[str, Any] | None = None
         self.pipeline_restarts = 0
         self.pipeline_dead_letters = 0
         self._cancel = threading.Event()
-        self._oracles: dict[_OracleKey, tuple[ChildRef, LlmProvider | None]] = {}
-        self._oracle_lock = threading.Lock()
-        self._oracle_serial = 0
+        self.oracles = Oracles(self.supervisor, os.environ)
         self._waiting: set[Future[IndexSummary]] = set()
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
         self._answering_lock = threading.Lock()
@@ -185,8 +177,7 @@ class Daemon:
         """Stop the actors (after the pass in progress), checkpoint, close the index."""
         self.begin_shutdown()
         self.supervisor.stop_all(timeout=120)
-        for _, llm in self._oracles.values():
-            _close_provider(llm)
+        self.oracles.close()
         if self.store is not None:
             # Searches' cursors first: an open transaction would make the checkpoint fail.
             self.store.close_cursors()
@@ -225,7 +216,7 @@ class Daemon:
             log().error("change_not_queued", error=str(exc))
 
     def _index_report(self, problem: str | None) -> None:
-        self._index_problem = problem
+        self.index_problem = problem
 
     def _run(self, only: frozenset[str] | None, kind: str, seen_at: float | None) -> IndexSummary:
         """One pipeline run, on the Indexer's thread (so never two at once)."""
@@ -342,7 +333,11 @@ class Daemon:
                 return AskPlan(question, options, oracle, None, turns)
             except MissingKeyError as exc:
                 missing = exc
-        return AskPlan(question, options, self._oracle(_NO_LLM), missing, turns)
+        return AskPlan(question, options, self._oracle(NO_LLM), missing, turns)
+
+    def _oracle(self, key: OracleKey) -> ChildRef:
+        assert self.searcher is not None
+        return self.oracles.get(key, self.searcher)
 
     def check_llm(self, provider: str | None, model: str | None) -> dict[str, Any]:
         """Which provider and model an /ask with these names would use; calls nothing.
@@ -357,57 +352,7 @@ class Daemon:
         try:
             return {"provider": llm.name, "model": llm.model, "configured": True, "error": None}
         finally:
-            _close_provider(llm)
-
-    def _oracle(self, key: _OracleKey) -> ChildRef:
-        """One supervised Oracle actor per (provider, model, reranker), made on first use.
-
-        Each answers one question at a time, so two asks of one kind queue. A model name
-        is free text, so the actors are kept in a small LRU: the least recently used one
-        is stopped when a new kind would pass MAX_ORACLES. A provider that lacked its key
-        is looked up again next time, since it may have been configured since.
-        """
-        with self._oracle_lock:
-            known = self._oracles.pop(key, None)
-            if known is not None:
-                self._oracles[key] = known  # now the most recently used
-                return known[0]
-            with_llm, provider_name, model, spec = key
-            llm = open_provider(LlmChoice(provider_name, model), os.environ) if with_llm else None
-            reranker = open_reranker(bool(spec), spec, llm, os.environ)
-            assert self.searcher is not None
-            oracle = Answering(llm, reranker).oracle(self.searcher)
-            self._oracle_serial += 1
-            name = f"oracle-{self._oracle_serial}"
-            child = self.supervisor.start_child(
-                name, lambda: OracleActor.start(self.supervisor, name, oracle=oracle)
-            )
-            self._oracles[key] = (child, llm)
-            while len(self._oracles) > MAX_ORACLES:
-                self._forget(next(iter(self._oracles)))
-            log().info(
-                "oracle_started",
-                actor=name,
-                provider=llm.name if llm else None,
-                model=llm.model if llm else None,
-                reranker=spec,
-            )
-            return child
-
-    def _forget(self, key: _OracleKey) -> None:
-        """Stop an Oracle actor; its provider closes only once the answer in hand is done."""
-        child, llm = self._oracles.pop(key)
-        ref = child.actor_ref
-        self.supervisor.stop_child(child)
-        if ref is None or llm is None:
-            _close_provider(llm)
-            return
-
-        def close_when_stopped() -> None:
-            ref.actor_stopped.wait()
-            _close_provider(llm)
-
-        threading.Thread(target=close_when_stopped, name="gbr-oracle-close", daemon=True).start()
+            close_provider(llm)
 
     def run_ask(
         self,
@@ -465,44 +410,13 @@ class Daemon:
         good: saves are no longer seen), the indexer (writes failing: changes are kept and
         retried), or an actor the supervisor gave up on.
         """
-        parts = self.degraded()
+        parts = degraded(self)
         return {
             "status": "degraded" if parts else "ok",
             "pid": self.pid,
             "version": __version__,
             "degraded": parts,
         }
-
-    def degraded(self) -> list[dict[str, str]]:
-        parts = []
-        watcher = self.watcher
-        if watcher.state in ("restarting", "failed"):
-            what = "gave up restarting" if watcher.state == "failed" else "restarting"
-            parts.append(
-                {
-                    "component": "watcher",
-                    "state": watcher.state,
-                    "reason": f"the file watcher died ({watcher.error}); {what}: saves are "
-                    + (
-                        "no longer indexed; restart the daemon"
-                        if watcher.state == "failed"
-                        else "indexed again once it is back"
-                    ),
-                }
-            )
-        if self._index_problem is not None:
-            parts.append(
-                {"component": "indexer", "state": "retrying", "reason": self._index_problem}
-            )
-        if self.supervisor.given_up is not None:
-            parts.append(
-                {
-                    "component": "supervisor",
-                    "state": "failed",
-                    "reason": str(self.supervisor.given_up),
-                }
-            )
-        return parts
 
     def queue_depth(self) -> int:
         ref = self.indexer.actor_ref if self.indexer is not None else None
@@ -521,11 +435,11 @@ class Daemon:
                 "host": self.host,
                 "port": self.port,
                 "started_at": self.started_at,
-                "uptime_seconds": round(time.monotonic() - self._started, 3),
+                "uptime_seconds": self.uptime(),
                 "watcher": self.watcher.state,
                 "watcher_error": self.watcher.error,
                 "watcher_restarts": self.watcher.restarts,
-                "problems": self.degraded(),
+                "problems": degraded(self),
                 "indexing": self.indexing,
                 "ready": self.first_pass.is_set(),
                 "queue_depth": self.queue_depth(),
@@ -535,95 +449,8 @@ class Daemon:
                 "last_batch": self.last_batch,
             }
         )
-        printable: dict[str, Any] = _printable(report)
-        return printable
+        shown: dict[str, Any] = printable(report)
+        return shown
 
-    # ----------------------------------------------------------------- metrics
-
-    def _describe_metrics(self) -> None:
-        m = self.metrics
-        m.describe("gbr_files", "gauge", "Files in the index, by status.", collect=self._files)
-        m.describe("gbr_chunks", "gauge", "Chunks in the index.", collect=self._chunks)
-        m.describe("gbr_parse_failures_total", "counter", "Files dropped for a syntax error.")
-        m.describe("gbr_files_dropped_total", "counter", "Files dropped, by reason.")
-        m.describe("gbr_files_indexed_total", "counter", "Files (re-)indexed by the daemon.")
-        m.describe("gbr_files_removed_total", "counter", "Deleted files removed from the index.")
-        m.describe(
-            "gbr_actor_restarts_total",
-            "counter",
-            "Actors restarted by a supervisor (daemon and pipeline).",
-            collect=lambda: [
-                ({"scope": "daemon"}, self.supervisor.restarts),
-                ({"scope": "pipeline"}, self.pipeline_restarts),
-            ],
-        )
-        m.describe(
-            "gbr_queue_depth",
-            "gauge",
-            "Messages waiting in an actor's inbox.",
-            collect=self._queues,
-        )
-        m.describe("gbr_index_runs_total", "counter", "Index runs, by kind and outcome.")
-        m.describe("gbr_index_run_seconds", "histogram", "Duration of index runs.")
-        m.describe(
-            "gbr_change_to_searchable_seconds",
-            "histogram",
-            "From a batch of file changes to its chunks being searchable.",
-        )
-        m.describe("gbr_ask_seconds", "histogram", "Duration of /ask answers.")
-        m.describe("gbr_http_requests_total", "counter", "HTTP requests, by route and status.")
-        m.describe("gbr_http_request_seconds", "histogram", "HTTP request latency, by route.")
-        m.describe(
-            "gbr_uptime_seconds",
-            "gauge",
-            "Seconds since the daemon started.",
-            collect=lambda: [({}, round(time.monotonic() - self._started, 3))],
-        )
-        m.describe(
-            "gbr_watcher_up",
-            "gauge",
-            "1 while the file watcher runs.",
-            collect=lambda: [({}, 1.0 if self.watcher.state == "watching" else 0.0)],
-        )
-
-    def _files(self) -> list[tuple[dict[str, str], float]]:
-        assert self.store is not None
-        counts = self.store.counts()
-        return [
-            ({"status": "ok"}, counts["files_ok"]),
-            ({"status": "failed"}, counts["files_failed"]),
-            ({"status": "partial"}, counts["files_partial"]),
-        ]
-
-    def _chunks(self) -> list[tuple[dict[str, str], float]]:
-        assert self.store is not None
-        counts = self.store.counts()
-        return [
-            ({"stale": "false"}, counts["chunks"] - counts["stale_chunks"]),
-            ({"stale": "true"}, counts["stale_chunks"]),
-        ]
-
-    def _queues(self) -> list[tuple[dict[str, str], float]]:
-        samples: list[tuple[dict[str, str], float]] = [({"actor": "indexer"}, self.queue_depth())]
-        with self._oracle_lock:
-            children = [child for child, _ in self._oracles.values()]
-        for child in children:
-            ref = child.actor_ref
-            samples.append(({"actor": child.name}, queued(ref)))
-        return samples
-
-
-def _printable(value: Any) -> Any:
-    """`value` with every string valid UTF-8, so that /status can always be encoded."""
-    if isinstance(value, str):
-        return storable_text(value)
-    if isinstance(value, dict):
-        return {k: _printable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_printable(v) for v in value]
-    return value
-
-
-def _close_provider(llm: LlmProvider | None) -> None:
-    if llm is not None:
-        llm.close()
+    def uptime(self) -> float:
+        return round(time.monotonic() - self._started, 3)

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from gbr.cli_progress import bar_position, index_progress, progress_text
+from gbr.commands.progress import bar_position, index_progress, progress_text
 from gbr.core.records import Progress
 
 

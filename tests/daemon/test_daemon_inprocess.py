@@ -97,14 +97,14 @@ def test_oracle_actors_per_model_are_kept_in_a_small_lru(
     make_daemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gbr.core.oracle import AskOptions
-    from gbr.daemon.service import MAX_ORACLES
+    from gbr.daemon.oracles import MAX_ORACLES
 
     monkeypatch.setenv("GBR_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # never called here
     daemon, _ = make_daemon()
     plans = [
         daemon.plan_ask("q", AskOptions(), "openai", f"model-{i}") for i in range(MAX_ORACLES + 3)
     ]
-    assert len(daemon._oracles) == MAX_ORACLES
+    assert len(daemon.oracles) == MAX_ORACLES
     assert len(daemon.supervisor.children()) == MAX_ORACLES + 1  # and the indexer
     assert plans[-1].oracle is daemon.plan_ask("q", AskOptions(), "openai", "model-10").oracle
     assert plans[0].oracle.actor_ref is None  # the oldest was stopped
@@ -114,7 +114,7 @@ def test_an_oracle_evicted_while_it_answers_finishes_its_answer(
     make_daemon, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLlm
 ) -> None:
     from gbr.core.oracle import AskOptions
-    from gbr.daemon.service import MAX_ORACLES
+    from gbr.daemon.oracles import MAX_ORACLES
 
     for name, value in fake_llm.env("openai").items():
         monkeypatch.setenv(name, value)

@@ -1,0 +1,137 @@
+"""`gleambrctl ask`: retrieve, assemble a cited context, stream an LLM's answer."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from gbr.commands.common import (
+    err,
+    errors,
+    find_db,
+    local_index,
+    note_stale,
+    package_settings,
+)
+from gbr.commands.options import (
+    DbOption,
+    DebugOption,
+    HydeOption,
+    JsonOption,
+    LlmModelOption,
+    MaxChunksOption,
+    ModelDirOption,
+    ProviderOption,
+    RerankOption,
+    TestsOption,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="A question about the indexed code.")],
+    provider: ProviderOption = None,
+    model: LlmModelOption = None,
+    k: MaxChunksOption = 8,
+    budget: Annotated[
+        int, typer.Option("--budget", min=200, help="Context budget in estimated tokens.")
+    ] = 3000,
+    rerank: RerankOption = False,
+    reranker: Annotated[
+        str | None,
+        typer.Option(
+            "--reranker",
+            help="llm, or cross-encoder:DIR [default: cross-encoder when GBR_RERANK_MODEL_DIR "
+            "is set, else llm]",
+        ),
+    ] = None,
+    hyde: HydeOption = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the exact prompt; call nothing.")
+    ] = False,
+    graph_context: Annotated[
+        bool | None,
+        typer.Option(
+            "--graph-context/--no-graph-context",
+            help="Add the signatures of what the chosen code calls or uses, in the budget "
+            "it leaves [default: on]",
+        ),
+    ] = None,
+    tests: TestsOption = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
+    ] = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    model_dir: ModelDirOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
+    with errors(debug) as command:
+        from dataclasses import replace
+
+        from gbr.access import LlmChoice, LocalSettings, chosen
+        from gbr.core.oracle import AskOptions
+        from gbr.core.priors import parse_test_policy
+
+        if tests is not None:
+            parse_test_policy(tests)
+        db_path = command.db = find_db(db)
+        policy = parse_test_policy(tests or package_settings(db_path).tests or "demote")
+        options = AskOptions(
+            max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=policy
+        )
+        if graph_context is not None:
+            options = replace(options, graph_context=graph_context)
+        llm = LlmChoice(provider, model, timeout, reranker)
+        local = local_index(LocalSettings(db_path.parent.parent, db_path), model_dir)
+        with chosen(local, note_stale) as index:
+            if index.via is not None and (reranker is not None or timeout is not None):
+                err.print("[dim]note: --reranker and --timeout are the daemon's own settings[/dim]")
+            on_token = None if json_out or dry_run else _print_token
+            outcome = index.ask(question, options, llm, on_token=on_token)
+            root = index.root
+        if not json_out and outcome.answer["provider"] is not None:
+            sys.stdout.write("\n")  # after the streamed answer
+        _render_answer_data(outcome.answer, json_out, dry_run, root)
+        raise typer.Exit(outcome.exit_code)
+
+
+def _print_token(delta: str) -> None:
+    sys.stdout.write(delta)
+    sys.stdout.flush()
+
+
+def _render_answer_data(
+    data: dict[str, Any], json_out: bool, dry_run: bool, root: str | Path | None
+) -> None:
+    """Render the `ask --json` object, whether it was made here or by a daemon."""
+    from gbr.commands.output import stamped
+    from gbr.core.oracle import Answer
+    from gbr.core.prompt import render_context, sources_line
+
+    if json_out:
+        sys.stdout.write(json.dumps(stamped(data, root), indent=2) + "\n")
+        return
+    if dry_run:
+        for message in data.get("prompt", []):
+            sys.stdout.write(f"----- {message['role']} -----\n{message['content']}\n")
+        return
+    if data.get("error") is not None:
+        err.print(f"[red]error:[/red] {escape(data['error'])}")
+        err.print("[dim]the context that was retrieved:[/dim]")
+        sys.stdout.write(render_context(Answer.from_dict(data).chunks))
+        return
+    sources = sources_line(Answer.from_dict(data).sources())
+    err.print(f"[dim]sources: {escape(sources)}[/dim]")
+    if data["unknown_citations"]:
+        listed = ", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"])
+        err.print(f"[yellow]not in the context sent:[/yellow] {escape(listed)}")

@@ -1,0 +1,237 @@
+"""What every command shares: the two consoles, the one-line error handler, finding the
+index and its settings, the in-process index, and the renderings two commands print.
+
+Heavy imports (onnxruntime, duckdb, pykka) happen inside the functions, so `--help` is
+instant and a cold `search` pays only for what it uses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from gbr.access import LocalIndex, LocalSettings
+    from gbr.access.discovery import DaemonInfo
+    from gbr.core.embed_cache import CacheConfig
+    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.errors import GbrError
+    from gbr.core.records import Hit, IndexSummary, Progress
+    from gbr.core.settings import Settings
+
+# soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns (an
+# error is one line). emoji off: file names and reasons are the user's text, and `:x:` in
+# one must print as written; markup in them is escaped where they are printed.
+
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+INTERRUPTED = "interrupted; finished files are kept in the index"
+
+
+class _Command:
+    """What a command's error handler needs to know: the index file it reads, once known."""
+
+    db: Path | None = None
+
+
+@contextmanager
+def errors(debug: bool) -> Iterator[_Command]:
+    """Every GbrError becomes one line on stderr and its exit code; tracebacks only with --debug.
+
+    A DuckDB error that says the index file is damaged (found mid-query, by a block's
+    checksum) is one such line too, naming the file and the rebuild that fixes it.
+    """
+    from gbr.core.errors import GbrError
+
+    command = _Command()
+    try:
+        yield command
+    except GbrError as exc:
+        fail(exc, debug)
+    except Exception as exc:
+        bad = _damage(exc, command.db)
+        if bad is None:
+            raise
+        fail(bad, debug)
+    except KeyboardInterrupt:
+        from gbr import interrupts
+
+        if interrupts.installed():
+            interrupts.exit_now()  # bounded: actors still busy do not hold the exit
+        err.print(f"[yellow]{INTERRUPTED}[/yellow]")
+        raise typer.Exit(130) from None
+
+
+def fail(exc: GbrError, debug: bool) -> NoReturn:
+    if debug:
+        err.print_exception()
+    err.print(f"[red]error:[/red] {escape(str(exc))}")
+    raise typer.Exit(exc.exit_code) from None
+
+
+def _damage(exc: Exception, db: Path | None) -> GbrError | None:
+    if db is None:
+        return None
+    from gbr.core.store import damaged
+
+    return damaged(exc, db)
+
+
+def warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {escape(message)}")
+
+
+def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
+    """Events beside the index when that is a plain file in a writable folder; when the
+    folder or file cannot take them, one warning, and the command goes on without them."""
+    from gbr.core import telemetry
+
+    telemetry.configure(telemetry.events_beside(db), echo=echo, human=human, warn=warn)
+
+
+def load_model(model_dir: Path | None, device: str = "cpu") -> OnnxEmbedder:
+    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.model_files import resolve_model_files
+
+    return OnnxEmbedder(resolve_model_files(model_dir), device=device)
+
+
+def engine_settings(
+    db_path: Path, embed_cache: bool | None, device: str | None
+) -> tuple[CacheConfig | None, str]:
+    """The shared embed cache (None: off) and the device: flag, else setting, else default."""
+    from gbr.core.device import DEVICE_ENV, check_device
+    from gbr.core.embed_cache import cache_config
+    from gbr.core.settings import load_settings
+
+    settings = load_settings(db_path.parent)
+    on = embed_cache if embed_cache is not None else settings.embed_cache is not False
+    chosen = device or os.environ.get(DEVICE_ENV) or settings.device or "auto"
+    return (cache_config() if on else None), check_device(chosen)
+
+
+def find_db(db: Path | None) -> Path:
+    """--db, else the nearest `.gbr/index.duckdb` upwards, with ceilings (gbr.core.paths)."""
+    from gbr.core.paths import find_index
+
+    return db if db is not None else find_index(Path.cwd())
+
+
+def local_index(settings: LocalSettings, model_dir: Path | None, device: str = "cpu") -> LocalIndex:
+    """The index in this process, its model loaded on first use; `gbr.access.chosen` then
+    hands a command the daemon serving the index instead, when one runs (DuckDB then lets
+    only it in), with a note when a dead daemon's discovery file was removed."""
+    from gbr.access import LocalIndex
+
+    return LocalIndex(settings, lambda: load_model(model_dir, device))
+
+
+def note_stale(info: DaemonInfo | None, why: str) -> None:
+    """Tell the user (on stderr) about a dead daemon's discovery file that was removed."""
+    from gbr.access.discovery import describe_stale
+
+    err.print(f"[dim]note: {escape(describe_stale(info, why))}[/dim]")
+
+
+def package_root(path: Path) -> Path:
+    from gbr.core import paths
+
+    return paths.package_root(path)
+
+
+def parse_size(text: str, option: str = "--max-file-size") -> int:
+    from gbr.core.errors import ConfigError
+
+    units = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
+    raw = text.strip().lower()
+    number = raw.rstrip("kmb")
+    unit = raw[len(number) :]
+    try:
+        value = float(number) * units[unit]
+    except (ValueError, KeyError):
+        raise ConfigError(
+            f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
+        ) from None
+    if value <= 0:
+        raise ConfigError(f"{option} must be positive")
+    return int(value)
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
+    from gbr.commands.progress import index_progress
+
+    with index_progress(err, enabled) as update:
+        yield update
+
+
+def print_summary(s: IndexSummary) -> None:
+    if s.reindex_reason:
+        out.print(f"[yellow]re-indexed everything:[/yellow] {escape(s.reindex_reason)}")
+    out.print(
+        f"[bold]{s.files_seen}[/bold] files seen: {s.files_indexed} indexed, "
+        f"{s.files_unchanged} unchanged, {s.files_dropped} dropped, {s.files_removed} removed"
+    )
+    out.print(
+        f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, {s.chunks_cached} cached) "
+        f"in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
+        + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
+    )
+    if s.restarts or s.dead_letters:
+        out.print(f"[yellow]{s.restarts} actor restarts, {s.dead_letters} dead letters[/yellow]")
+    for problem in s.dropped:
+        out.print(f"  [red]dropped[/red] {escape(problem.path)}: {escape(problem.reason)}")
+    for problem in s.partial:
+        out.print(f"  [yellow]partial[/yellow] {escape(problem.path)}: {escape(problem.reason)}")
+    out.print(f"index: {escape(s.db)}")
+    if s.files_seen == 0:
+        warn(
+            f"no .gleam files under {s.root} (hidden folders, build/ and ignored files are "
+            "skipped); pass the path of a Gleam package"
+        )
+
+
+def package_settings(db_path: Path) -> Settings:
+    from gbr.core.settings import load_settings
+
+    return load_settings(db_path.parent)
+
+
+def walk_settings(
+    db_path: Path, include_deps: bool | None, max_file_size: str | None
+) -> tuple[bool, int, tuple[str, ...]]:
+    """include deps, size cap and ignores: the flag, else the package's setting, else default."""
+    from gbr.core.settings import load_settings
+
+    settings = load_settings(db_path.parent)
+    deps = include_deps if include_deps is not None else bool(settings.include_deps)
+    size = max_file_size or settings.max_file_size or "1MB"
+    return deps, parse_size(size), settings.ignore
+
+
+def print_hits(hits: list[Hit]) -> None:
+    if not hits:
+        out.print("no matches")
+        return
+    for hit in hits:
+        out.print(
+            f"[bold]{hit.rank:>2}[/bold] [cyan]{escape(hit.path)}:{hit.start_line}-{hit.end_line}"
+            f"[/cyan]  {escape(hit.module)}  [magenta]{hit.kind}[/magenta] "
+            f"[bold green]{escape(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
+        )
+        if hit.signature:
+            out.print(f"     {escape(hit.signature)}")
+        if hit.doc:
+            out.print(f"     [dim]{escape(hit.doc.split('. ')[0][:120])}[/dim]")
+        body = [
+            ln for ln in hit.text.splitlines() if ln.strip() and not ln.lstrip().startswith("//")
+        ]
+        for line in body[1:4]:
+            out.print(f"     [dim]│[/dim] {escape(line[:110])}")

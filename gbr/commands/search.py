@@ -1,0 +1,148 @@
+"""`gleambrctl search`: one query or one per line, rendered as text, vimgrep lines or JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from gbr.commands.common import (
+    err,
+    errors,
+    find_db,
+    local_index,
+    note_stale,
+    package_settings,
+    print_hits,
+)
+from gbr.commands.options import (
+    MODE_HELP,
+    DbOption,
+    DebugOption,
+    JsonOption,
+    ModelDirOption,
+    TestsOption,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="Words or an identifier; `-` reads one per line.")],
+    k: Annotated[
+        int | None,
+        typer.Option(
+            "-k",
+            "--top",
+            min=1,
+            max=200,
+            help="Hits to show [default: the package's setting, else 10].",
+            show_default=False,
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option("--mode", help=MODE_HELP + " [default: the package's setting, else hybrid]"),
+    ] = None,
+    in_path: Annotated[
+        str | None, typer.Option("--path", help="Only files under this prefix or glob.")
+    ] = None,
+    module: Annotated[
+        str | None, typer.Option("--module", help="Only this module and its submodules.")
+    ] = None,
+    kind: Annotated[
+        list[str] | None,
+        typer.Option("--kind", help="Only these kinds (function, type, type_alias, ...)."),
+    ] = None,
+    tests: TestsOption = None,
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    vimgrep: Annotated[
+        bool,
+        typer.Option(
+            "--vimgrep",
+            help="One `path:line:col: name (kind) signature` line per hit, paths from the "
+            "current folder: for quickfix lists and editors' grep modes.",
+        ),
+    ] = False,
+    model_dir: ModelDirOption = None,
+    debug: DebugOption = False,
+) -> None:
+    """Search the index: dense vectors and BM25, fused (see --mode for what the score means)."""
+    with errors(debug) as command:
+        from gbr.access import LocalSettings, chosen
+        from gbr.commands.output import stamped
+        from gbr.core.errors import ConfigError
+        from gbr.core.priors import parse_test_policy
+        from gbr.core.search import KINDS, MODES, Filter
+
+        if mode is not None and mode not in MODES:
+            raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
+        bad = [k for k in kind or [] if k not in KINDS]
+        if bad:
+            raise ConfigError(f"unknown --kind {bad[0]!r}; use one of {', '.join(KINDS)}")
+        if json_out and vimgrep:
+            raise ConfigError("--json and --vimgrep are two output formats; pass one")
+        if tests is not None:
+            parse_test_policy(tests)  # a bad value is bad usage, before any index is looked for
+        _check_query_length(query)
+        db_path = command.db = find_db(db)
+        settings = package_settings(db_path)
+        k = k or settings.k or 10
+        mode = mode or settings.mode or "hybrid"
+        policy = parse_test_policy(tests or settings.tests or "demote")
+        where = Filter(path=in_path, module=module, kinds=tuple(kind or ()), tests=policy)
+        # Kept open for all the queries of `search -`, as one search would.
+        local = local_index(
+            LocalSettings(db_path.parent.parent, db_path, keep_open=True), model_dir
+        )
+        with chosen(local, note_stale) as index:
+            try:
+                root = index.indexed_root()
+                if query == "-":
+                    for line in sys.stdin:
+                        if line.strip():
+                            _check_query_length(line.strip())
+                            found = index.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
+                            sys.stdout.write(json.dumps(stamped(found.as_dict(), root)) + "\n")
+                            sys.stdout.flush()
+                    return
+                found = index.search(query, k, mode, where)  # type: ignore[arg-type]
+            finally:
+                local.close()
+        _render_search(stamped(found.as_dict(), root), root, json_out, vimgrep)
+
+
+def _check_query_length(query: str) -> None:
+    """The daemon's cap on a query, so that a local search fails the same way (exit 2)."""
+    from gbr.access.client import MAX_QUERY_CHARS
+    from gbr.core.errors import ConfigError
+
+    if len(query) > MAX_QUERY_CHARS:
+        raise ConfigError(
+            f"the query is {len(query)} characters long, over the {MAX_QUERY_CHARS} a search "
+            "takes; shorten it"
+        )
+
+
+def _render_search(
+    data: dict[str, Any], root: str | Path | None, json_out: bool, vimgrep: bool
+) -> None:
+    """The `search --json` object as JSON, vimgrep lines, or the reading layout."""
+    from gbr.commands.output import vimgrep_lines
+    from gbr.core.records import Hit
+
+    hits = [Hit.from_dict(hit) for hit in data["results"]]
+    if json_out:
+        sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    elif vimgrep:
+        sys.stdout.writelines(line + "\n" for line in vimgrep_lines(hits, root or "."))
+    else:
+        print_hits(hits)
+    if data.get("hint") and not json_out:
+        err.print(f"[yellow]note:[/yellow] {escape(data['hint'])}")

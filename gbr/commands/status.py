@@ -1,0 +1,123 @@
+"""`gleambrctl status`: what is indexed, the daemon serving it, and the embed cache."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+
+from gbr.commands.common import (
+    engine_settings,
+    errors,
+    find_db,
+    local_index,
+    note_stale,
+    out,
+    package_settings,
+)
+from gbr.commands.options import (
+    DbOption,
+    DebugOption,
+    JsonOption,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+def status(
+    db: DbOption = None,
+    json_out: JsonOption = False,
+    debug: DebugOption = False,
+) -> None:
+    """What is indexed: files, chunks, dropped files and why, model, size, last run."""
+    with errors(debug) as command:
+        from gbr.access import LocalSettings, chosen
+        from gbr.core.snapshot import lock_holder
+
+        db_path = command.db = find_db(db)
+        local = local_index(LocalSettings(db_path.parent.parent, db_path), None)
+        with chosen(local, note_stale) as index:
+            report = index.status()
+            here = index.via is None
+        if here:
+            holder = lock_holder(db_path)
+            if holder is not None and holder[1] == "index":
+                report["index_run_pid"] = holder[0]  # the figures are of the last complete run
+        report["settings"] = package_settings(db_path).as_dict()
+        report["embed_cache"] = _cache_report(db_path, report.get("last_run"))
+        if json_out:
+            from gbr.commands.output import stamped
+
+            sys.stdout.write(json.dumps(stamped(report, report.get("root")), indent=2) + "\n")
+            return
+        if "pid" in report:
+            out.print(
+                f"daemon pid {report['pid']} at http://{report['host']}:{report['port']}, "
+                f"up {report['uptime_seconds']:.0f} s, watcher {report['watcher']}, "
+                f"{report['restarts']} restarts, {report['queue_depth']} queued"
+                + (f", indexing ({report['indexing']})" if report["indexing"] else "")
+            )
+        if report.get("index_run_pid"):
+            out.print(
+                f"an index run (pid {report['index_run_pid']}) is in progress; "
+                "this is the last complete index"
+            )
+        out.print(f"index  {escape(report['db'])} ({report['db_bytes'] / 1e6:.1f} MB)")
+        out.print(f"root   {escape(str(report['root']))}")
+        out.print(
+            f"model  {escape(str(report['model_id']))} "
+            f"(chunker v{escape(str(report['chunker_version']))})"
+        )
+        out.print(
+            f"files  {report['files_ok']} indexed, {report['files_failed']} dropped, "
+            f"{report.get('files_partial', 0)} partial; "
+            f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
+        )
+        if report["settings"]:
+            listed = ", ".join(f"{k} = {v}" for k, v in report["settings"].items())
+            out.print(f"settings {escape(listed)} (gleambrctl settings)")
+        last = report["last_run"]
+        if last:
+            out.print(
+                f"last run: {last['files_indexed']} indexed, {last['files_unchanged']} unchanged, "
+                f"{last['files_dropped']} dropped in {last['seconds']} s"
+            )
+        _print_cache(report["embed_cache"])
+        for item in report["dropped"]:
+            stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
+            out.print(
+                f"  [red]dropped[/red] {escape(item['path'])}: {escape(item['error'])}{stale}"
+            )
+        for item in report.get("partial", []):
+            stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
+            out.print(
+                f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
+            )
+
+
+def _cache_report(db_path: Path, last_run: dict[str, Any] | None) -> dict[str, Any]:
+    """The shared embed cache for `status`: where, how big, and the last run's hits."""
+    from gbr.core.embed_cache import describe
+
+    report = describe(engine_settings(db_path, None, "cpu")[0])
+    if last_run:
+        report["last_run_hits"] = last_run.get("cache_hits", 0)
+        report["last_run_misses"] = last_run.get("cache_misses", 0)
+    return report
+
+
+def _print_cache(cache: dict[str, Any]) -> None:
+    if not cache["enabled"]:
+        out.print("embed cache off (the embed_cache setting, or GBR_EMBED_CACHE)")
+        return
+    line = (
+        f"embed cache {escape(cache['path'])}: {cache['rows']} vectors, "
+        f"{cache['bytes'] / 1e6:.1f} of {cache['max_bytes'] / 1e6:.0f} MB"
+    )
+    if "last_run_hits" in cache:
+        line += f"; last run {cache['last_run_hits']} hits, {cache['last_run_misses']} misses"
+    out.print(line + (f" [yellow]({escape(cache['error'])})[/yellow]" if "error" in cache else ""))
