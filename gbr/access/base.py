@@ -38,6 +38,9 @@ class Found:
     mode: str
     hits: tuple[Hit, ...]
     hint: str | None = None
+    # (chunks with a vector, all chunks): dense search saw only the first while an index
+    # run was still embedding (or was cut short); BM25 saw them all.
+    embedded: tuple[int, int] | None = None
 
     def __iter__(self) -> Iterator[Hit]:
         return iter(self.hits)
@@ -54,12 +57,16 @@ class Found:
         }
         if self.hint is not None:
             data["hint"] = self.hint
+        if self.embedded is not None:
+            data["embedded"] = {"chunks": self.embedded[0], "of": self.embedded[1]}
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Found:
         hits = tuple(Hit.from_dict(hit) for hit in data["results"])
-        return cls(str(data["query"]), str(data["mode"]), hits, data.get("hint"))
+        cover = data.get("embedded")
+        embedded = (int(cover["chunks"]), int(cover["of"])) if cover else None
+        return cls(str(data["query"]), str(data["mode"]), hits, data.get("hint"), embedded)
 
 
 class CodeIndex(Protocol):

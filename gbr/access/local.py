@@ -91,10 +91,12 @@ class LocalSettings:
     ending the call."""
 
 
-def found(store: Store, query: str, mode: str, hits: Sequence[Hit], where: Filter) -> Found:
-    """The hits, with a hint when they are none because `--module` or `--path` excludes all."""
+def found(searcher: Searcher, query: str, mode: str, hits: Sequence[Hit], where: Filter) -> Found:
+    """The hits, with a hint when they are none because `--module` or `--path` excludes all,
+    and how much of the index dense search could see."""
+    store = searcher.store
     hint = filter_hint(store, where) if not hits and (where.module or where.path) else None
-    return Found(query, mode, tuple(hits), hint)
+    return Found(query, mode, tuple(hits), hint, searcher.coverage())
 
 
 class LocalIndex:
@@ -197,7 +199,7 @@ class LocalIndex:
         with contextlib.ExitStack() as stack:
             searcher = self._open_for_reading(stack)
             hits = searcher.search(query, k, mode, where)
-            return found(searcher.store, query, mode, hits, where)
+            return found(searcher, query, mode, hits, where)
 
     def status(self) -> dict[str, Any]:
         with self._reading() as store:
@@ -316,6 +318,7 @@ class LocalIndex:
             follow_outside_links=s.follow_outside_links,
             embed_cache=s.embed_cache,
             staged=True,
+            embed_after_write=True,
         )
         model = self.model
         self._settle()

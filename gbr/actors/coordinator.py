@@ -19,6 +19,7 @@ from gbr.actors.messages import (
     ChunksQueued,
     FileDone,
     SummaryWanted,
+    VectorsStored,
     WalkFinished,
 )
 from gbr.core.records import IndexSummary, Progress, ProgressCallback
@@ -62,6 +63,11 @@ class CoordinatorActor(pykka.ThreadingActor):
             self._chunks_queued += message.chunks
         elif isinstance(message, ChunksEmbedded):
             self._chunks_embedded += message.count
+        elif isinstance(message, VectorsStored):
+            # Vectors written behind the chunks: counted in the summary here, not per file.
+            self._chunks_embedded += message.count
+            s = self._summary
+            self._summary = replace(s, chunks_embedded=s.chunks_embedded + message.count)
         self._report()
         if self._expected is not None and self._expected <= self._done.keys():
             self.finished.set()

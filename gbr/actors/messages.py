@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+import numpy as np
 
 from gbr.core.graph.model import FileGraph
 from gbr.core.records import Chunk, FileProblem, SourceFile
@@ -125,3 +128,39 @@ class WalkFinished:
 
     paths: frozenset[str]
     seen: int  # files found on disk (the rest of `paths` were removed ones)
+
+
+# ---- embedding behind the write (IndexOptions.embed_after_write)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunksIn:
+    """Writer (asked): every file's chunks are in; bring the full-text index up to date and
+    publish the index to readers, who can now search it by BM25."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedMissing:
+    """Embedder: embed the next page of texts still without a vector, after `after`
+    ((tokens, embed hash), None for the first), then ask itself for the next page."""
+
+    after: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VectorsFound:
+    """Writer: vectors by embed hash, for the chunks still without one (one UPDATE)."""
+
+    vectors: Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorsDone:
+    """Writer: no text is left without a vector; every VectorsFound before it is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class VectorsStored:
+    """Coordinator: `count` more chunks got their vector in the index."""
+
+    count: int

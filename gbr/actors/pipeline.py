@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import threading
 import time
@@ -16,6 +17,9 @@ import pykka
 from gbr.actors.coordinator import CoordinatorActor
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import (
+    ChunksIn,
+    ChunksQueued,
+    EmbedMissing,
     FileDone,
     FileFailed,
     FilesRemoved,
@@ -31,6 +35,7 @@ from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embed_cache import CacheConfig, EmbedCache, cache_config
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
+from gbr.core.indexing import prepare_chunks
 from gbr.core.paths import check_root, package_root
 from gbr.core.records import FileProblem, FileState, IndexSummary, ProgressCallback
 from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
@@ -70,6 +75,13 @@ class IndexOptions:
     stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
     # Vectors shared with every other index of this user; None embeds without it.
     embed_cache: CacheConfig | None = field(default_factory=cache_config)
+    # Write every file's chunks first, with the vectors the caches hold and NULL for the
+    # rest, and bring the full-text index up: BM25 search works then, and the missing
+    # vectors fill in behind, in batches. Off: each file is embedded before it is written.
+    embed_after_write: bool = False
+    # Shows the index, as written so far, to readers in other processes (set by a staged
+    # run: when the chunks are in, and now and then as vectors arrive).
+    publish: Callable[[], None] | None = None
 
     def walk_options(self) -> WalkOptions:
         """What decides which files are walked: one place, for the run and its no-change check."""
@@ -133,6 +145,7 @@ def _run_pipeline(
     abort = threading.Event()
     slots = threading.Semaphore(options.in_flight)
     finished = threading.Event()
+    vectors_done = threading.Event()  # the embedding behind the write is over
     failure: list[GbrError] = []  # the first error that ends the run early
     coordinator = CoordinatorActor.start(base, finished, progress)
 
@@ -146,6 +159,7 @@ def _run_pipeline(
             failure.append(error)
         abort.set()
         finished.set()
+        vectors_done.set()
 
     def dead_letter(child: str, message: Any, error: BaseException | None) -> None:
         why = f"dropped after the {child} crashed twice on it ({describe(error)})"
@@ -176,6 +190,7 @@ def _run_pipeline(
     def give_up(child: str, error: BaseException | None) -> None:
         abort.set()
         finished.set()
+        vectors_done.set()
 
     supervisor = Supervisor(options.policy, on_dead_letter=dead_letter, on_give_up=give_up)
     faults = options.faults
@@ -191,6 +206,9 @@ def _run_pipeline(
                 slots=slots,
                 faults=faults,
                 write_failed=fail,
+                shared=shared,
+                vectors_done=vectors_done,
+                publish=options.publish,
             ),
         )
         embedder = supervisor.start_child(
@@ -209,6 +227,11 @@ def _run_pipeline(
             ),
         )
         limits = ChunkLimits(max_tokens=budget)
+        prepare = (
+            functools.partial(prepare_chunks, embedder=model, embed_format=options.embed_format)
+            if options.embed_after_write
+            else None
+        )
         parsers = [
             supervisor.start_child(
                 f"parser-{i}",
@@ -220,6 +243,7 @@ def _run_pipeline(
                     count_tokens=model.count_tokens,
                     limits=limits,
                     faults=faults,
+                    prepare=prepare,
                 ),
             )
             for i in range(max(1, options.parsers))
@@ -241,23 +265,35 @@ def _run_pipeline(
             ),
         )
         walker.tell(ScanTree())
-        ended = _wait(
-            finished,
-            options.timeout,
-            options.cancel,
-            lambda: supervisor.idle_for() > options.stall_seconds and inbox_empty(coordinator),
-        )
-        if ended == "timeout":
-            raise SupervisionError(
-                f"indexing did not finish within {options.timeout:g} s; run again with --debug"
-            )
-        if ended == "stalled":
-            raise SupervisionError(
-                f"indexing stalled: no actor had work for {options.stall_seconds:g} s with "
-                f"{counted().files_seen or 'some'} files still unaccounted for; run again "
-                "(files already written are kept), with --debug to see why"
-            )
-        if options.cancel is not None and options.cancel.is_set():
+
+        def stalled() -> bool:
+            return supervisor.idle_for() > options.stall_seconds and inbox_empty(coordinator)
+
+        def wait_for(event: threading.Event, what: str) -> None:
+            ended = _wait(event, options.timeout, options.cancel, stalled)
+            if ended == "timeout":
+                raise SupervisionError(
+                    f"indexing did not finish within {options.timeout:g} s; run again with --debug"
+                )
+            if ended == "stalled":
+                raise SupervisionError(
+                    f"indexing stalled: no actor had work for {options.stall_seconds:g} s with "
+                    f"{what} still unaccounted for; run again "
+                    "(files already written are kept), with --debug to see why"
+                )
+
+        wait_for(finished, f"{counted().files_seen or 'some'} files")
+        searchable = None
+        # Also without embed_after_write: vectors a run cut short left out are embedded now.
+        if not failure and not _cancelled(options):
+            embedded, total = writer.ask(ChunksIn(), timeout=600)
+            searchable = time.monotonic() - started
+            log().info("index_searchable", seconds=round(searchable, 3), chunks=total)
+            if embedded < total:
+                coordinator.tell(ChunksQueued(0, total - embedded))
+                embedder.tell(EmbedMissing())
+                wait_for(vectors_done, "vectors")
+        if _cancelled(options):
             abort.set()  # the walker stops; files in flight may still land, which is fine
             log().info("index_cancelled", files_done=counted().files_indexed)
         if failure:
@@ -271,6 +307,7 @@ def _run_pipeline(
             restarts=supervisor.restarts,
             dead_letters=supervisor.dead_letters,
             seconds=time.monotonic() - started,
+            seconds_searchable=searchable,
             cache_hits=shared.stats.hits if shared is not None else 0,
             cache_misses=shared.stats.misses if shared is not None else 0,
         )
@@ -285,6 +322,10 @@ def _run_pipeline(
             shared.close()
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
+
+
+def _cancelled(options: IndexOptions) -> bool:
+    return options.cancel is not None and options.cancel.is_set()
 
 
 def _index_meta(model: OnnxEmbedder, embed_format: str) -> dict[str, Any]:
@@ -318,7 +359,8 @@ def _run_staged(
                 log().info("index_unchanged", files=same.files_seen, seconds=same.seconds)
                 return same
         staged = StagedIndex(options.db)
-        work = replace(options, db=staged.path, staged=False)
+        publish = staged.publish if options.embed_after_write else None
+        work = replace(options, db=staged.path, staged=False, publish=publish)
         staged.begin()  # a copy cut short is never committed; the next run removes it
         try:
             summary = run_index(work, model, progress)

@@ -13,7 +13,9 @@ import pykka
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import (
     ChunksEmbedded,
+    ChunksIn,
     ChunksQueued,
+    EmbedMissing,
     FileDone,
     FileEmbedded,
     FileFailed,
@@ -22,21 +24,27 @@ from gbr.actors.messages import (
     FilesRemoved,
     FinishRun,
     ScanTree,
+    VectorsDone,
+    VectorsFound,
+    VectorsStored,
     WalkFinished,
 )
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor, describe
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
+from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_text
 from gbr.core.chunker import ChunkLimits, new_parser
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreWriteError
 from gbr.core.graph.build import chunk_with_graph
-from gbr.core.indexing import SharedVectors, embed_chunks
-from gbr.core.records import FileProblem, FileState, PartialFile
+from gbr.core.indexing import SharedVectors, embed_chunks, embed_texts, with_known_vectors
+from gbr.core.records import Chunk, FileProblem, FileState, PartialFile
+from gbr.core.snapshot import PublishPace
 from gbr.core.store import Store
+from gbr.core.store_writes import StoredChunk
 from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
 
 StoreFactory = Callable[[], Store]
+Prepare = Callable[[Sequence[Chunk]], list[StoredChunk]]
 WriteFailed = Callable[[StoreWriteError], None]
 LARGE_FILE = 1_000_000  # bytes; chunking a file this big is announced in telemetry
 
@@ -162,10 +170,14 @@ class ParserActor(_Stage):
         count_tokens: Callable[[str], int],
         limits: ChunkLimits,
         faults: FaultPlan | None = None,
+        prepare: Prepare | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.embedder, self.writer = embedder, writer
         self.count_tokens, self.limits = count_tokens, limits
+        # Set when vectors come after the write: the parser does all per-chunk work but
+        # the model's, and the file goes straight to the writer.
+        self.prepare = prepare
         self.parser = new_parser()
 
     def handle(self, message: Any) -> None:
@@ -176,10 +188,17 @@ class ParserActor(_Stage):
             result, graph = chunk_with_graph(source, self.parser, self.count_tokens, self.limits)
             if isinstance(result, FileProblem):
                 self.writer.tell(FileFailed(result, source))
-            elif isinstance(result, PartialFile):
-                self.embedder.tell(FileParsed(source, result.chunks, result.problem, graph))
+                return
+            chunks, partial = (
+                (result.chunks, result.problem)
+                if isinstance(result, PartialFile)
+                else (tuple(result), None)
+            )
+            if self.prepare is None:
+                self.embedder.tell(FileParsed(source, chunks, partial, graph))
             else:
-                self.embedder.tell(FileParsed(source, tuple(result), graph=graph))
+                stored = tuple(self.prepare(chunks))
+                self.writer.tell(FileEmbedded(source, stored, 0, 0, partial, graph))
 
 
 class EmbedderActor(_Stage):
@@ -230,6 +249,9 @@ class EmbedderActor(_Stage):
         return list(self._pending)
 
     def handle(self, message: Any) -> None:
+        if isinstance(message, EmbedMissing):
+            self._embed_missing(message.after)
+            return
         if isinstance(message, FileParsed):
             self._pending.append(message)
         pending_chunks = sum(len(p.chunks) for p in self._pending)
@@ -274,6 +296,20 @@ class EmbedderActor(_Stage):
                 )
             )
         return out
+
+    def _embed_missing(self, after: tuple[int, str] | None) -> None:
+        """One page of the texts written without a vector: embedded, sent to the writer,
+        and the next page asked for through this child's address, so a restart resumes."""
+        assert self._store is not None
+        page = self._store.missing_vectors(after, self.batch_chunks)
+        if not page:
+            self.writer.tell(VectorsDone())
+            return
+        # The caches were asked when these chunks were written: only the model is left.
+        texts = {key: embed_text(chunk, self.embed_format) for _, key, chunk in page}
+        self.writer.tell(VectorsFound(embed_texts(texts, self.model, self.shared)))
+        tokens, key, _ = page[-1]
+        self.child().tell(EmbedMissing((tokens, key)))
 
     def _embed_apart(
         self, batch: list[FileParsed], error: Exception
@@ -328,10 +364,19 @@ class WriterActor(_Stage):
         slots: threading.Semaphore,
         faults: FaultPlan | None = None,
         write_failed: WriteFailed | None = None,
+        shared: SharedVectors | None = None,
+        vectors_done: threading.Event | None = None,
+        publish: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
         self.write_failed = write_failed
+        # For chunks that come without vectors: the caches' vectors are filled in here.
+        self.shared = shared
+        self.vectors_done = vectors_done  # set once every vector is written
+        # Shows the index, as written so far, to readers in other processes (staged runs).
+        self.publish = publish
+        self._pace = PublishPace()
         self._store: Store | None = None
         self._flagged = False  # whether this run's writes are already marked for a rebuild
         self._writing: str | None = None  # the file being written, for a commit drill
@@ -358,7 +403,7 @@ class WriterActor(_Stage):
             self._store = None
 
     def handle(self, message: Any) -> Any:
-        if isinstance(message, FinishRun) or self.write_failed is None:
+        if isinstance(message, FinishRun | ChunksIn) or self.write_failed is None:
             return self._write(message)  # an `ask`: the asker gets the error itself
         try:
             return self._write(message)
@@ -377,9 +422,8 @@ class WriterActor(_Stage):
             store.mark_fulltext_stale()
             self._flagged = True
         if isinstance(message, FileEmbedded):
-            kept = store.replace_file(
-                message.source, message.chunks, message.partial, message.graph
-            )
+            chunks, filled = with_known_vectors(message.chunks, store.cached_vectors, self.shared)
+            kept = store.replace_file(message.source, chunks, message.partial, message.graph)
             if message.partial is not None:
                 log_problem(message.partial, chunks=len(message.chunks), stale_chunks_kept=kept)
             self._done(
@@ -388,10 +432,21 @@ class WriterActor(_Stage):
                     "indexed",
                     chunks=len(message.chunks),
                     embedded=message.embedded,
-                    cached=message.cached,
+                    cached=message.cached + filled,
                     problem=message.partial,
                 )
             )
+        elif isinstance(message, VectorsFound):
+            self.coordinator.tell(VectorsStored(store.fill_vectors(message.vectors)))
+            if self._pace.due():
+                self._publish(store)
+        elif isinstance(message, VectorsDone):
+            if self.vectors_done is not None:
+                self.vectors_done.set()
+        elif isinstance(message, ChunksIn):
+            self._update_fulltext(store)
+            self._publish(store)
+            return store.coverage()
         elif isinstance(message, FileFailed):
             kept = store.mark_failed(message.problem, message.source)
             log_problem(message.problem)
@@ -405,17 +460,29 @@ class WriterActor(_Stage):
         elif isinstance(message, FinishRun):
             # A dropped file keeps its chunks and their search text: only writes and removals
             # (and a wipe, see Store.prepare) mark the full-text index stale.
-            if not store.has_fulltext() or store.fulltext_stale():
-                started = time.monotonic()
-                how = store.update_fulltext()
-                log().info(
-                    "fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4)
-                )
+            self._update_fulltext(store)
             self._flagged = False
             store.set_meta(last_run=message.summary_json)
             if not store.checkpoint(wait=1.0):
                 log().info("checkpoint_deferred", reason="another connection is reading")
         return None
+
+    def _update_fulltext(self, store: Store) -> None:
+        if not store.has_fulltext() or store.fulltext_stale():
+            started = time.monotonic()
+            how = store.update_fulltext()
+            log().info("fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4))
+
+    def _publish(self, store: Store) -> None:
+        """Fold the WAL into the file and show it to readers; skipped (for the next time)
+        while another connection of this process is reading, since the copy must be whole."""
+        if self.publish is None:
+            return
+        if not store.checkpoint(wait=1.0):
+            log().info("publish_deferred", reason="another connection is reading")
+            return
+        with self._pace.timed():
+            self.publish()
 
     def _done(self, done: FileDone) -> None:
         self.coordinator.tell(done)

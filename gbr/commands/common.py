@@ -8,7 +8,7 @@ instant and a cold `search` pays only for what it uses.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -172,6 +172,23 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[Progress], None] | None]:
         yield update
 
 
+def embedding_note(embedded: Mapping[str, int] | None, db: Path, via: str | None) -> str | None:
+    """`dense: 43 % embedded (…)` while some chunks have no vector yet, else None: dense
+    search saw only the embedded ones (BM25 saw all), and this says why and what to do."""
+    if not embedded or embedded["chunks"] >= embedded["of"]:
+        return None
+    from gbr.core.snapshot import lock_holder
+
+    share = 100 * embedded["chunks"] // max(1, embedded["of"])
+    if via is not None:
+        why = "the daemon is still embedding"
+    elif lock_holder(db) is not None:
+        why = "index still embedding"
+    else:
+        why = "run `gleambrctl index` to embed the rest"
+    return f"dense: {share} % embedded ({why})"
+
+
 def print_summary(s: IndexSummary) -> None:
     if s.reindex_reason:
         out.print(f"[yellow]re-indexed everything:[/yellow] {escape(s.reindex_reason)}")
@@ -184,6 +201,11 @@ def print_summary(s: IndexSummary) -> None:
         f"in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
         + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
     )
+    if s.seconds_searchable is not None:
+        out.print(
+            f"phases: chunks and BM25 in {s.seconds_searchable:.2f} s, "
+            f"vectors in {max(0.0, s.seconds - s.seconds_searchable):.2f} s"
+        )
     if s.restarts or s.dead_letters:
         out.print(f"[yellow]{s.restarts} actor restarts, {s.dead_letters} dead letters[/yellow]")
     for problem in s.dropped:

@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from gbr.commands.common import (
+    embedding_note,
     err,
     errors,
     find_db,
@@ -113,9 +114,14 @@ def search(
                             sys.stdout.flush()
                     return
                 found = index.search(query, k, mode, where)  # type: ignore[arg-type]
+                via = index.via
             finally:
                 local.close()
         _render_search(stamped(found.as_dict(), root), root, json_out, vimgrep)
+        if mode != "bm25" and (
+            note := embedding_note(found.as_dict().get("embedded"), db_path, via)
+        ):
+            err.print(f"[dim]{escape(note)}[/dim]")
 
 
 def _check_query_length(query: str) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from gbr.commands.common import (
+    embedding_note,
     engine_settings,
     errors,
     find_db,
@@ -77,6 +78,8 @@ def status(
             f"{report.get('files_partial', 0)} partial; "
             f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
         )
+        if note := embedding_note(report.get("embedded"), db_path, None if here else "daemon"):
+            out.print(note)
         if report["settings"]:
             listed = ", ".join(f"{k} = {v}" for k, v in report["settings"].items())
             out.print(f"settings {escape(listed)} (gleambrctl settings)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -39,6 +40,68 @@ def embed_key(model_id: str, text: str) -> str:
     return hashlib.sha256(f"{model_id}\0{text}".encode()).hexdigest()
 
 
+def prepare_chunks(
+    chunks: Sequence[Chunk], embedder: Embedder, embed_format: str = DEFAULT_EMBED_FORMAT
+) -> list[StoredChunk]:
+    """Everything a stored chunk needs but its vector (None): what a parser can do alone, so
+    a file reaches the index, and BM25, before the model has seen it."""
+    out = []
+    for c in chunks:
+        text = embed_text(c, embed_format)
+        out.append(
+            StoredChunk(
+                chunk=c,
+                search_text=search_text(c),
+                tokens=embedder.count_tokens(text),
+                embed_hash=embed_key(embedder.model_id, text),
+                vector=None,
+            )
+        )
+    return out
+
+
+def known_vectors(
+    keys: Sequence[str], cached: VectorLookup, shared: SharedVectors | None = None
+) -> dict[str, np.ndarray]:
+    """The vectors of these embed keys that this index (`cached`) or the shared cache hold."""
+    wanted = sorted(set(keys))
+    known = cached(wanted) if wanted else {}
+    if shared is not None and len(known) < len(wanted):
+        known.update(shared.lookup([k for k in wanted if k not in known]))
+    return known
+
+
+def with_known_vectors(
+    items: Sequence[StoredChunk], cached: VectorLookup, shared: SharedVectors | None = None
+) -> tuple[list[StoredChunk], int]:
+    """The chunks with every vector a cache holds filled in, and how many were filled."""
+    missing = [i.embed_hash for i in items if i.vector is None]
+    if not missing:
+        return list(items), 0
+    known = known_vectors(missing, cached, shared)
+    out = [
+        replace(i, vector=known[i.embed_hash]) if i.vector is None and i.embed_hash in known else i
+        for i in items
+    ]
+    return out, sum(1 for i in items if i.vector is None and i.embed_hash in known)
+
+
+def embed_texts(
+    texts: Mapping[str, str], embedder: Embedder, shared: SharedVectors | None = None
+) -> dict[str, np.ndarray]:
+    """Vectors for texts by embed key, shortest first in slices; the shared cache hears of
+    them. For the texts left without a vector when the chunks were written."""
+    keys = sorted(texts, key=lambda k: len(texts[k]))
+    out: dict[str, np.ndarray] = {}
+    for at in range(0, len(keys), EMBED_SLICE):
+        part = keys[at : at + EMBED_SLICE]
+        fresh = embedder.embed_batch([texts[k] for k in part])
+        out.update({k: fresh[row] for row, k in enumerate(part)})
+    if shared is not None and out:
+        shared.store(out)
+    return out
+
+
 def embed_chunks(
     chunks: Sequence[Chunk],
     embedder: Embedder,
@@ -55,9 +118,7 @@ def embed_chunks(
     """
     texts = [embed_text(c, embed_format) for c in chunks]
     keys = [embed_key(embedder.model_id, t) for t in texts]
-    known = cached(sorted(set(keys)))
-    if shared is not None:
-        known.update(shared.lookup(sorted(set(keys) - known.keys())))
+    known = known_vectors(keys, cached, shared)
     firsts: dict[str, int] = {}  # a text repeated within the batch is embedded once
     for i, key in enumerate(keys):
         if key not in known:

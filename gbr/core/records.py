@@ -94,6 +94,8 @@ class IndexSummary:
     restarts: int = 0
     dead_letters: int = 0
     seconds: float = 0.0
+    # When every chunk was in and BM25-searchable, for a run that embeds behind the write.
+    seconds_searchable: float | None = None
     reindex_reason: str | None = None
     dropped: tuple[FileProblem, ...] = ()
     partial: tuple[FileProblem, ...] = ()
@@ -121,6 +123,9 @@ class IndexSummary:
             "dead_letters": self.dead_letters,
             "seconds": round(self.seconds, 3),
             "chunks_per_second": round(self.chunks_per_second, 1),
+            "seconds_searchable": (
+                None if self.seconds_searchable is None else round(self.seconds_searchable, 3)
+            ),
             "reindex_reason": self.reindex_reason,
             "dropped": [
                 {"path": p.path, "kind": p.kind, "reason": p.reason, "line": p.line}

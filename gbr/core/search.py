@@ -218,9 +218,13 @@ class Searcher:
         # (ids, matrix) as one tuple, swapped in one assignment: a daemon reloads while
         # other threads search, and they must never pair new ids with an old matrix.
         self._snapshot: tuple[np.ndarray, np.ndarray] | None = None
+        # (chunks with a vector, all chunks), read with the snapshot: while an index run
+        # still embeds, dense search sees only the first, and BM25 all of them.
+        self._coverage = (0, 0)
         self._central: dict[str, dict[tuple[str, str], float]] = {}
 
     def reload(self) -> None:
+        self._coverage = self.store.coverage()
         self._snapshot = self.store.vectors()
         self._central = {}  # read again, once, for the new snapshot
 
@@ -238,13 +242,20 @@ class Searcher:
             self.reload()
             snapshot = self._snapshot
         assert snapshot is not None
-        if snapshot[0].shape[0] == 0:
+        if snapshot[0].shape[0] == 0 and self._coverage[1] == 0:
             raise IndexEmptyError("the index holds no chunks; run `gleambrctl index PATH` first")
         return snapshot
+
+    def coverage(self) -> tuple[int, int]:
+        """(chunks with a vector, all chunks) in the snapshot searched."""
+        self._vectors()
+        return self._coverage
 
     def dense(
         self, query: str, depth: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
+        if self._vectors()[0].shape[0] == 0:
+            return []  # nothing embedded yet: the query need not be either
         return self.dense_by_vector(self.embedder.embed_batch([query])[0], depth, where)
 
     def dense_by_vector(

@@ -25,7 +25,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import duckdb
@@ -208,9 +208,49 @@ class StagedIndex:
         os.replace(self.path, self.db)
         _fsync_dir(self.db.parent)
 
+    def publish(self) -> None:
+        """Show the copy, as written so far, to readers: copied and renamed over the index.
+
+        The caller has just checkpointed it and holds off writes until this returns, so the
+        file is whole. Readers that opened the old index keep it; the run goes on in the copy.
+        """
+        tmp = self.db.with_name(self.db.name + ".publish")
+        try:
+            _copy(self.path, tmp)
+            _wal(self.db).unlink(missing_ok=True)
+            os.replace(tmp, self.db)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise write_error(self.db, exc) from exc
+        _fsync_dir(self.db.parent)
+
     def discard(self) -> None:
         self.path.unlink(missing_ok=True)
         _wal(self.path).unlink(missing_ok=True)
+
+
+class PublishPace:
+    """When a run shows its copy to readers again while vectors fill in: every
+    `every` seconds at least, and never more than `share` of the time (a copy of a big
+    index costs seconds; the first publish, once the chunks are in, is not paced)."""
+
+    def __init__(self, every: float = 10.0, share: float = 0.05) -> None:
+        self.every, self.share = every, share
+        self._last = time.monotonic()
+        self._cost = 0.0
+
+    def due(self) -> bool:
+        wait = max(self.every, self._cost / self.share)
+        return time.monotonic() - self._last >= wait
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self._last = time.monotonic()
+            self._cost = self._last - started
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -241,6 +281,9 @@ def unchanged_summary(
         if any(meta.get(k) != v for k, v in wanted.items()):
             return None
         if not store.has_fulltext() or store.fulltext_stale():
+            return None
+        embedded, chunks = store.coverage()
+        if embedded < chunks:  # a run cut short left vectors to embed
             return None
         states = store.file_states()
         failed = {f.path: f for f in store.failed_files()}

@@ -15,12 +15,13 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from gbr.core import fulltext, store_queries
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
@@ -30,6 +31,7 @@ from gbr.core.graph import store as graph_tables
 from gbr.core.graph.model import FileGraph
 from gbr.core.records import (
     NO_FILTER,
+    Chunk,
     ChunkRow,
     FileIssue,
     FileProblem,
@@ -47,7 +49,7 @@ from gbr.core.store_files import (
     set_up,
     storable_text,
 )
-from gbr.core.store_writes import StoredChunk, Transaction, chunks_table
+from gbr.core.store_writes import StoredChunk, Transaction, chunks_table, vector_array
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -346,6 +348,34 @@ class Store:
                 graph_tables.remove(self.con, path)
         return len(paths)
 
+    @guarded
+    def fill_vectors(self, vectors: Mapping[str, np.ndarray]) -> int:
+        """Give the chunks still without a vector theirs, by embed hash; returns how many.
+
+        Matched on the hash and on the vector still being NULL: a chunk replaced since its
+        text was read has another hash (or already a vector), so it never gets a stale one,
+        and every chunk of the same text gets it at once.
+        """
+        if not vectors:
+            return 0
+        keys = list(vectors)
+        table = pa.table(
+            {
+                "embed_hash": pa.array(keys, type=pa.string()),
+                "embedding": vector_array([vectors[k] for k in keys]),
+            }
+        )
+        with self.transaction():
+            self.con.register("new_vectors", table)
+            try:
+                row = self.con.execute(
+                    "UPDATE chunks SET embedding = v.embedding FROM new_vectors v "
+                    "WHERE chunks.embed_hash = v.embed_hash AND chunks.embedding IS NULL"
+                ).fetchall()
+            finally:
+                self.con.unregister("new_vectors")
+        return int(row[0][0]) if row else 0
+
     # -------------------------------------------------------------- full text
 
     @guarded
@@ -409,6 +439,18 @@ class Store:
     def vectors(self) -> tuple[np.ndarray, np.ndarray]:
         """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
         return store_queries.vectors(self.con)
+
+    @guarded
+    def coverage(self) -> tuple[int, int]:
+        """(chunks with a vector, all chunks)."""
+        return store_queries.coverage(self.con)
+
+    @guarded
+    def missing_vectors(
+        self, after: tuple[int, str] | None, limit: int
+    ) -> list[tuple[int, str, Chunk]]:
+        """A page of texts still without a vector (see store_queries.missing_vectors)."""
+        return store_queries.missing_vectors(self.con, after, limit)
 
     @guarded
     def bm25(
@@ -511,10 +553,16 @@ def status_report(store: Store) -> dict[str, Any]:
         "model_id": meta.get("model_id"),
         "chunker_version": meta.get("chunker_version"),
         **store.counts(),
+        "embedded": embedded_json(store.coverage()),
         "dropped": [f.as_dict() for f in store.failed_files()],
         "partial": [f.as_dict() for f in store.failed_files("partial")],
         "last_run": store.last_run(),
     }
+
+
+def embedded_json(coverage: tuple[int, int]) -> dict[str, int]:
+    """`"embedded": {"chunks": N, "of": M}` in `search --json` and `status --json`."""
+    return {"chunks": coverage[0], "of": coverage[1]}
 
 
 def check_index(path: Path) -> IndexCorruptError | None:

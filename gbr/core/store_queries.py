@@ -17,6 +17,7 @@ from gbr.core import postings
 from gbr.core.errors import StoreError
 from gbr.core.fulltext import FTS_SCHEMA
 from gbr.core.records import (
+    Chunk,
     ChunkRow,
     FileIssue,
     FileState,
@@ -70,10 +71,12 @@ def file_states(con: Connection) -> dict[str, FileState]:
 
 
 def vectors(con: Connection) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
+    """(ids, unit vectors) of every chunk that has its vector, for brute-force cosine in NumPy."""
     if not has_table(con, "chunks"):  # a new index whose first run has not begun
         return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.float32)
-    table = con.execute("SELECT id, embedding FROM chunks ORDER BY id").to_arrow_table()
+    table = con.execute(
+        "SELECT id, embedding FROM chunks WHERE embedding IS NOT NULL ORDER BY id"
+    ).to_arrow_table()
     ids = table.column("id").to_numpy()
     if table.num_rows == 0:
         return ids, np.zeros((0, 0), dtype=np.float32)
@@ -86,7 +89,7 @@ def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarr
         return {}
     table = con.execute(
         "SELECT DISTINCT ON (embed_hash) embed_hash, embedding FROM chunks "
-        "WHERE embed_hash IN (SELECT unnest(?))",
+        "WHERE embed_hash IN (SELECT unnest(?)) AND embedding IS NOT NULL",
         [list(hashes)],
     ).to_arrow_table()
     if table.num_rows == 0:
@@ -94,6 +97,34 @@ def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarr
     found = matrix(table.column("embedding"))
     keys = table.column("embed_hash").to_pylist()
     return {k: found[i] for i, k in enumerate(keys)}
+
+
+def coverage(con: Connection) -> tuple[int, int]:
+    """(chunks with a vector, all chunks): how much of the index dense search can see."""
+    if not has_table(con, "chunks"):
+        return 0, 0
+    row = con.execute("SELECT count(embedding), count(*) FROM chunks").fetchall()[0]
+    return int(row[0]), int(row[1])
+
+
+def missing_vectors(
+    con: Connection, after: tuple[int, str] | None, limit: int
+) -> list[tuple[int, str, Chunk]]:
+    """Up to `limit` texts still without a vector, one chunk each, as (tokens, embed hash,
+    chunk), in (tokens, hash) order after `after`: the caller pages through them, and each
+    page holds texts of about one length, so a model batch pads little."""
+    if not has_table(con, "chunks"):
+        return []
+    start = after if after is not None else (-1, "")
+    rows = con.execute(
+        "SELECT DISTINCT ON (tokens, embed_hash) tokens, embed_hash, path, module, package, "
+        "kind, name, signature, visibility, start_line, end_line, part, parts, "
+        "coalesce(doc, ''), text, coalesce(header, '') FROM chunks "
+        "WHERE embedding IS NULL AND (tokens, embed_hash) > (?, ?) "
+        "ORDER BY tokens, embed_hash LIMIT ?",
+        [start[0], start[1], limit],
+    ).fetchall()
+    return [(int(r[0]), str(r[1]), Chunk(*r[2:])) for r in rows]
 
 
 def matrix(column: pa.ChunkedArray) -> np.ndarray:

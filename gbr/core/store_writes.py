@@ -21,13 +21,17 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
-    """A chunk plus the derived texts and vector, as the Writer hands it to the store."""
+    """A chunk plus the derived texts and vector, as the Writer hands it to the store.
+
+    `vector` is None for a chunk written before its vector exists: it is searchable by
+    BM25 at once, and `Store.fill_vectors` gives it the vector later (gbr.actors.pipeline).
+    """
 
     chunk: Chunk
     search_text: str
     tokens: int
     embed_hash: str
-    vector: np.ndarray
+    vector: np.ndarray | None
 
 
 class Transaction:
@@ -90,11 +94,24 @@ def chunks_table(items: Sequence[StoredChunk]) -> pa.Table:
     arrays["tokens"] = pa.array([i.tokens for i in items], type=pa.int32())
     arrays["embed_hash"] = pa.array([i.embed_hash for i in items], type=pa.string())
     arrays["stale"] = pa.array([False] * len(items), type=pa.bool_())
-    dim = int(items[0].vector.shape[0]) if items else 1
+    arrays["embedding"] = vector_array([i.vector for i in items])
+    return pa.table(arrays)
+
+
+def vector_array(vectors: Sequence[np.ndarray | None]) -> pa.Array:
+    """Vectors as one Arrow column; a None becomes NULL (a chunk still to embed).
+
+    With no vector at all the column is of Arrow's null type, which DuckDB casts to any
+    array size (a NULL FLOAT[1] would not become a FLOAT[384])."""
+    known = [v for v in vectors if v is not None]
+    if vectors and not known:
+        return pa.nulls(len(vectors))
+    dim = int(known[0].shape[0]) if known else 1
+    zeros = np.zeros(dim, dtype=np.float32)
     flat = (
-        np.concatenate([np.asarray(i.vector, dtype=np.float32) for i in items])
-        if items
+        np.concatenate([zeros if v is None else np.asarray(v, dtype=np.float32) for v in vectors])
+        if vectors
         else np.zeros(0, dtype=np.float32)
     )
-    arrays["embedding"] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
-    return pa.table(arrays)
+    mask = pa.array([v is None for v in vectors]) if len(known) < len(vectors) else None
+    return pa.FixedSizeListArray.from_arrays(pa.array(flat), dim, mask=mask)

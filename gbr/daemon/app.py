@@ -95,11 +95,19 @@ class HitBody(BaseModel):
     doc: str
 
 
+class EmbeddedBody(BaseModel):
+    chunks: int
+    of: int
+
+
 class SearchResponse(BaseModel):
     query: str
     mode: str
     results: list[HitBody]
     hint: str | None = Field(None, description="Why a path or module filter found nothing.")
+    embedded: EmbeddedBody | None = Field(
+        None, description="Chunks with a vector (dense search sees those), of all chunks."
+    )
 
 
 class HistoryMessage(BaseModel):

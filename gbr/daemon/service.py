@@ -308,7 +308,7 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return found(self.store, query, mode, hits, where)
+        return found(self.searcher, query, mode, hits, where)
 
     def plan_ask(
         self,

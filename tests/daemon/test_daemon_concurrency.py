@@ -65,8 +65,10 @@ class Load:
 
 def body_problem(body: Any, query: str, mode: str, k: int) -> str | None:
     """Why a /search body is malformed, or None when it is a proper `search --json` object."""
-    if not isinstance(body, dict) or set(body) != {"query", "mode", "results"}:
+    if not isinstance(body, dict) or set(body) != {"query", "mode", "results", "embedded"}:
         return f"unexpected body shape {str(body)[:200]}"
+    if set(body["embedded"]) != {"chunks", "of"}:
+        return f"unexpected embedded shape {body['embedded']}"
     if body["query"] != query or body["mode"] != mode:
         return f"answer to another request: {body['query']!r} {body['mode']!r}"
     results = body["results"]

@@ -126,7 +126,8 @@ def test_search_returns_code_with_headers_and_the_search_json(server: MCPServer)
     result = call(server, "search_code", query="parse an isbn", k=3)
     assert not result.is_error
     data = result.structured_content
-    assert set(data) == {"query", "mode", "results"}
+    assert set(data) == {"query", "mode", "results", "embedded"}
+    assert data["embedded"]["chunks"] == data["embedded"]["of"] > 0
     assert data["mode"] == "hybrid" and len(data["results"]) == 3
     assert any(r["path"].endswith("isbn.gleam") for r in data["results"])
     body = text(result)
