@@ -79,9 +79,10 @@ class IndexOptions:
     # rest, and bring the full-text index up: BM25 search works then, and the missing
     # vectors fill in behind, in batches. Off: each file is embedded before it is written.
     embed_after_write: bool = False
-    # Shows the index, as written so far, to readers in other processes (set by a staged
-    # run: when the chunks are in, and now and then as vectors arrive).
-    publish: Callable[[], None] | None = None
+    # Shows the index, as written so far, to its readers: called on the writer's thread with
+    # its store, when the chunks are in and now and then as vectors arrive. A staged run
+    # copies its file over the index; a daemon reloads its searcher.
+    publish: Callable[[Store], None] | None = None
 
     def walk_options(self) -> WalkOptions:
         """What decides which files are walked: one place, for the run and its no-change check."""

@@ -366,7 +366,7 @@ class WriterActor(_Stage):
         write_failed: WriteFailed | None = None,
         shared: SharedVectors | None = None,
         vectors_done: threading.Event | None = None,
-        publish: Callable[[], None] | None = None,
+        publish: Callable[[Store], None] | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
@@ -445,8 +445,10 @@ class WriterActor(_Stage):
                 self.vectors_done.set()
         elif isinstance(message, ChunksIn):
             self._update_fulltext(store)
-            self._publish(store)
-            return store.coverage()
+            coverage = store.coverage()
+            if coverage[0] < coverage[1]:  # else the run's end shows it, a moment later
+                self._publish(store)
+            return coverage
         elif isinstance(message, FileFailed):
             kept = store.mark_failed(message.problem, message.source)
             log_problem(message.problem)
@@ -474,15 +476,11 @@ class WriterActor(_Stage):
             log().info("fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4))
 
     def _publish(self, store: Store) -> None:
-        """Fold the WAL into the file and show it to readers; skipped (for the next time)
-        while another connection of this process is reading, since the copy must be whole."""
+        """Show the index as written so far to its readers (IndexOptions.publish)."""
         if self.publish is None:
             return
-        if not store.checkpoint(wait=1.0):
-            log().info("publish_deferred", reason="another connection is reading")
-            return
         with self._pace.timed():
-            self.publish()
+            self.publish(store)
 
     def _done(self, done: FileDone) -> None:
         self.coordinator.tell(done)

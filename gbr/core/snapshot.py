@@ -34,6 +34,7 @@ from gbr.core.errors import IndexBusyError, StoreError
 from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.store import SCHEMA_VERSION, Store
 from gbr.core.store_errors import write_error
+from gbr.core.telemetry import log
 from gbr.core.walker import WalkOptions, read_file, walk
 
 READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
@@ -208,12 +209,17 @@ class StagedIndex:
         os.replace(self.path, self.db)
         _fsync_dir(self.db.parent)
 
-    def publish(self) -> None:
+    def publish(self, store: Store) -> None:
         """Show the copy, as written so far, to readers: copied and renamed over the index.
 
-        The caller has just checkpointed it and holds off writes until this returns, so the
-        file is whole. Readers that opened the old index keep it; the run goes on in the copy.
+        `store` is the run's writer, which writes nothing until this returns: the WAL is
+        folded in first, so the file is whole. That is skipped (until the next time) while
+        another connection of this process reads. Readers that opened the old index keep
+        it; the run goes on in the copy.
         """
+        if not store.checkpoint(wait=1.0):
+            log().info("publish_deferred", reason="another connection is reading")
+            return
         tmp = self.db.with_name(self.db.name + ".publish")
         try:
             _copy(self.path, tmp)

@@ -104,6 +104,7 @@ class Daemon:
         describe_metrics(self)
         self.store: ThreadLocalStore | None = None
         self.searcher: Searcher | None = None
+        self._reload_wanted = threading.Event()  # set by a pass whose chunks are in
         self.supervisor = Supervisor(
             RestartPolicy(max_restarts=5, within_seconds=30.0),
             on_dead_letter=self._dead_letter,
@@ -230,6 +231,8 @@ class Daemon:
             embed_cache=self.config.embed_cache,
             only=only,
             cancel=self._cancel,
+            embed_after_write=True,
+            publish=self._reload_early,
         )
         self.indexing = kind
         started = time.monotonic()
@@ -243,6 +246,7 @@ class Daemon:
             if kind == "full":
                 self.first_pass.set()
         assert self.searcher is not None
+        self._reload_wanted.clear()
         self.searcher.reload()
         elapsed = time.monotonic() - started
         self._record_run(kind, summary, elapsed)
@@ -257,6 +261,23 @@ class Daemon:
                 dropped=summary.files_dropped,
             )
         return summary
+
+    def _reload_early(self, _writer: Store) -> None:
+        """A pass's chunks are in (or more vectors are): the next query reloads the vectors,
+        so searches see them before the pass ends (BM25 over all, dense over the embedded).
+
+        The reload is left to a request thread: done here, on the pass's writer thread, it
+        would leave a cursor behind for every pass (ThreadLocalStore keeps one per thread).
+        """
+        self._reload_wanted.set()
+
+    def _searcher(self) -> Searcher:
+        """The searcher, its vectors reloaded first when a pass in progress asked for it."""
+        assert self.searcher is not None
+        if self._reload_wanted.is_set():
+            self._reload_wanted.clear()
+            self.searcher.reload()
+        return self.searcher
 
     def _record_run(self, kind: str, summary: IndexSummary, elapsed: float) -> None:
         m = self.metrics
@@ -298,9 +319,10 @@ class Daemon:
 
     def search(self, query: str, k: int, mode: Mode, where: Filter) -> Found:
         """The hits, and a hint when a filter excludes everything (`search --json`)."""
-        assert self.searcher is not None and self.store is not None
+        assert self.store is not None
+        searcher = self._searcher()
         try:
-            hits = self.searcher.search(query, k, mode, where)
+            hits = searcher.search(query, k, mode, where)
         except IndexEmptyError:
             if not self.first_pass.is_set():
                 raise IndexEmptyError(
@@ -308,7 +330,7 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return found(self.searcher, query, mode, hits, where)
+        return found(searcher, query, mode, hits, where)
 
     def plan_ask(
         self,
@@ -336,8 +358,7 @@ class Daemon:
         return AskPlan(question, options, self._oracle(NO_LLM), missing, turns)
 
     def _oracle(self, key: OracleKey) -> ChildRef:
-        assert self.searcher is not None
-        return self.oracles.get(key, self.searcher)
+        return self.oracles.get(key, self._searcher())
 
     def check_llm(self, provider: str | None, model: str | None) -> dict[str, Any]:
         """Which provider and model an /ask with these names would use; calls nothing.
