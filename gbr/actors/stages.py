@@ -226,6 +226,7 @@ class EmbedderActor(_Stage):
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
         self._pending: list[FileParsed] = []
         self._store: Store | None = None
+        self._texts_done = 0  # texts embedded behind the write, for the progress events
 
     def start_up(self) -> None:
         self._store = self.open_store()
@@ -308,6 +309,8 @@ class EmbedderActor(_Stage):
         # The caches were asked when these chunks were written: only the model is left.
         texts = {key: embed_text(chunk, self.embed_format) for _, key, chunk in page}
         self.writer.tell(VectorsFound(embed_texts(texts, self.model, self.shared)))
+        self._texts_done += len(texts)
+        log().info("embedding_progress", done=self._texts_done, page=len(texts))
         tokens, key, _ = page[-1]
         self.child().tell(EmbedMissing((tokens, key)))
 

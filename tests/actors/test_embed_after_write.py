@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from gbr.access.local import found
-from gbr.actors.faults import FaultPlan
+from gbr.actors.faults import FaultPlan, parse_faults
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.chunk_text import embed_text
 from gbr.core.embedder import OnnxEmbedder
@@ -174,3 +174,29 @@ def test_a_vector_never_reaches_a_chunk_replaced_since(model: OnnxEmbedder, tmp_
         assert store.fill_vectors(fresh) == 1
         assert store.fill_vectors(fresh) == 0  # already there: never written twice
         assert store.coverage() == (1, 1)
+
+
+def test_an_embedder_restarted_mid_way_loses_no_vector(
+    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+) -> None:
+    """It crashes on its 2nd page and its next start fails too: the page in hand is
+    redelivered to the incarnation after, and the pages go on from there."""
+    faults = parse_faults("embedder@2,embedder@start2")
+    assert faults is not None
+    db = tmp_path / "index.duckdb"
+    summary = run_index(
+        IndexOptions(
+            root=small_example,
+            db=db,
+            embed_after_write=True,
+            batch_chunks=4,
+            faults=faults,
+            embed_cache=None,
+        ),
+        model,
+    )
+    assert sum(faults.crashes.values()) == 2
+    assert summary.restarts == 2 and summary.dead_letters == 0
+    assert summary.chunks_embedded == summary.chunks
+    with Store.open(db, read_only=True) as store:
+        assert store.coverage() == (summary.chunks, summary.chunks)

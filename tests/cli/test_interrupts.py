@@ -99,6 +99,16 @@ def chunk_rows(db: Path) -> list[tuple[Any, ...]]:
         con.close()
 
 
+def coverage(db: Path) -> tuple[int, int]:
+    """(chunks with a vector, all chunks)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        row = con.execute("SELECT count(embedding), count(*) FROM chunks").fetchall()[0]
+        return int(row[0]), int(row[1])
+    finally:
+        con.close()
+
+
 def file_rows(db: Path) -> list[tuple[Any, ...]]:
     if not db.exists():
         return []
@@ -137,13 +147,23 @@ def test_sigint_while_a_10mb_file_is_chunked_stops_at_once(make_package, tmp_pat
     assert ("src/app/huge.gleam", "ok") not in file_rows(db)
 
 
-def test_sigint_while_a_big_batch_is_embedded_stops_at_once(make_package, tmp_path: Path) -> None:
+def test_sigint_while_a_big_batch_is_embedded_stops_at_once_and_keeps_the_chunks(
+    make_package, tmp_path: Path
+) -> None:
     root = make_package({"src/app/big.gleam": big_files.many_functions(600_000)})
     proc = start(root, tmp_path)
     wait_for_event(proc, root / ".gbr" / "events.jsonl", "embedding_progress", done=256)
     seconds, stderr = interrupt(proc, signal.SIGINT)
     assert_stopped(seconds, stderr, proc, "SIGINT")
-    assert chunk_rows(root / ".gbr" / "index.duckdb") == []
+    # The chunks were written (and BM25-indexed) before the vectors: all are kept, some
+    # without a vector, and a rerun embeds those and matches a fresh run.
+    db = root / ".gbr" / "index.duckdb"
+    kept = chunk_rows(db)
+    embedded, total = coverage(db)
+    assert kept and total == len(kept) and embedded < total
+    assert_rerun_matches_fresh(root, tmp_path)
+    embedded, total = coverage(db)
+    assert embedded == total == len(kept)
 
 
 def test_sigterm_mid_run_over_many_files_stops_and_a_rerun_finishes_the_job(
