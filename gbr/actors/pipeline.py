@@ -286,7 +286,7 @@ def _run_pipeline(
         wait_for(finished, f"{counted().files_seen or 'some'} files")
         searchable = None
         # Also without embed_after_write: vectors a run cut short left out are embedded now.
-        if not failure and not _cancelled(options):
+        if not failure and supervisor.given_up is None and not _cancelled(options):
             embedded, total = writer.ask(ChunksIn(), timeout=600)
             searchable = time.monotonic() - started
             log().info("index_searchable", seconds=round(searchable, 3), chunks=total)
