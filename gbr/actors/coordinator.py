@@ -65,9 +65,12 @@ class CoordinatorActor(pykka.ThreadingActor):
             self._chunks_embedded += message.count
         elif isinstance(message, VectorsStored):
             # Vectors written behind the chunks: counted in the summary here, not per file.
-            self._chunks_embedded += message.count
             s = self._summary
-            self._summary = replace(s, chunks_embedded=s.chunks_embedded + message.count)
+            if message.cached:
+                self._summary = replace(s, chunks_cached=s.chunks_cached + message.count)
+            else:
+                self._chunks_embedded += message.count
+                self._summary = replace(s, chunks_embedded=s.chunks_embedded + message.count)
         self._report()
         if self._expected is not None and self._expected <= self._done.keys():
             self.finished.set()

@@ -25,6 +25,7 @@ class FileFound:
     """Parser: a new or changed file to chunk."""
 
     source: SourceFile
+    known: bool = True  # the index holds an earlier version (whose vectors may serve again)
 
     @property
     def path(self) -> str:
@@ -55,6 +56,10 @@ class FileEmbedded:
     cached: int
     partial: FileProblem | None = None
     graph: FileGraph | None = None
+    # Whether the index held an earlier version: only then can its vectors serve chunks
+    # without one here (a new file's texts met elsewhere in the index are found later,
+    # in one statement: Store.fill_from_index).
+    known: bool = True
 
     @property
     def path(self) -> str:
@@ -161,6 +166,8 @@ class VectorsDone:
 
 @dataclass(frozen=True, slots=True)
 class VectorsStored:
-    """Coordinator: `count` more chunks got their vector in the index."""
+    """Coordinator: `count` more chunks got their vector in the index, from the model or,
+    when `cached`, from vectors the index already held for the same text."""
 
     count: int
+    cached: bool = False

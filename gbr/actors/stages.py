@@ -139,7 +139,8 @@ class WalkerActor(_Stage):
                 )
                 self.coordinator.tell(FileDone(source.path, "unchanged", problem=partial))
                 continue
-            self._send(self.parsers[turn % len(self.parsers)], FileFound(source))
+            known = source.path in self.states
+            self._send(self.parsers[turn % len(self.parsers)], FileFound(source, known))
             turn += 1
         scope = Scope(self.options.only) if self.options.only is not None else None
         # A restricted run speaks only for its scope: a listed path that is no longer found
@@ -198,7 +199,9 @@ class ParserActor(_Stage):
                 self.embedder.tell(FileParsed(source, chunks, partial, graph))
             else:
                 stored = tuple(self.prepare(chunks))
-                self.writer.tell(FileEmbedded(source, stored, 0, 0, partial, graph))
+                self.writer.tell(
+                    FileEmbedded(source, stored, 0, 0, partial, graph, known=message.known)
+                )
 
 
 class EmbedderActor(_Stage):
@@ -354,6 +357,10 @@ class EmbedderActor(_Stage):
         return report
 
 
+def _none_known(keys: Sequence[str]) -> dict[str, Any]:
+    return {}
+
+
 class WriterActor(_Stage):
     """The single DuckDB writer: each file's chunks are swapped in one transaction."""
 
@@ -425,7 +432,9 @@ class WriterActor(_Stage):
             store.mark_fulltext_stale()
             self._flagged = True
         if isinstance(message, FileEmbedded):
-            chunks, filled = with_known_vectors(message.chunks, store.cached_vectors, self.shared)
+            # The index's own lookup costs a query per file: only a file it held may gain.
+            own = store.cached_vectors if message.known else _none_known
+            chunks, filled = with_known_vectors(message.chunks, own, self.shared)
             kept = store.replace_file(message.source, chunks, message.partial, message.graph)
             if message.partial is not None:
                 log_problem(message.partial, chunks=len(message.chunks), stale_chunks_kept=kept)
@@ -448,6 +457,8 @@ class WriterActor(_Stage):
                 self.vectors_done.set()
         elif isinstance(message, ChunksIn):
             self._update_fulltext(store)
+            if reused := store.fill_from_index():
+                self.coordinator.tell(VectorsStored(reused, cached=True))
             coverage = store.coverage()
             if coverage[0] < coverage[1]:  # else the run's end shows it, a moment later
                 self._publish(store)

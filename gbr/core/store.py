@@ -376,6 +376,20 @@ class Store:
                 self.con.unregister("new_vectors")
         return int(row[0][0]) if row else 0
 
+    @guarded
+    def fill_from_index(self) -> int:
+        """Give chunks without a vector the one the index holds for the same text elsewhere
+        (code copied or moved between files); returns how many. One statement for a run,
+        instead of a lookup per file written."""
+        with self.transaction():
+            row = self.con.execute(
+                "UPDATE chunks SET embedding = k.embedding FROM (SELECT DISTINCT ON (embed_hash) "
+                "embed_hash, embedding FROM chunks WHERE embedding IS NOT NULL AND embed_hash IN "
+                "(SELECT embed_hash FROM chunks WHERE embedding IS NULL)) k "
+                "WHERE chunks.embed_hash = k.embed_hash AND chunks.embedding IS NULL"
+            ).fetchall()
+        return int(row[0][0]) if row else 0
+
     # -------------------------------------------------------------- full text
 
     @guarded
