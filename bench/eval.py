@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -29,6 +30,7 @@ sys.path.insert(0, str(REPO))
 from bench.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
 from gbr.core.chunk_text import search_text  # noqa: E402
+from gbr.core.embed_cache import cache_config  # noqa: E402
 from gbr.core.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.fulltext import FtsConfig  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
@@ -182,7 +184,12 @@ def load_corpus(root: Path, query_files: list[Path]) -> Corpus:
 def index_for(corpus: Corpus, embed_format: str, model: OnnxEmbedder, out: Path) -> Path:
     tag = hashlib.sha1(str(corpus.root).encode()).hexdigest()[:8]
     db = out / f"eval-{corpus.root.name}-{tag}-{embed_format}.duckdb"
-    summary = run_index(IndexOptions(root=corpus.root, db=db, embed_format=embed_format), model)
+    summary = run_index(
+        IndexOptions(
+            root=corpus.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+        ),
+        model,
+    )
     print(
         f"indexed {corpus.root.name} [{embed_format}]: {summary.chunks} new chunks, "
         f"{summary.files_unchanged} files unchanged, {summary.seconds:.1f} s",
@@ -399,7 +406,12 @@ def devcorpus_units(
 def unit_index(unit: Unit, embed_format: str, model: Any, out: Path) -> Path:
     db = out / "devcorpus" / f"{unit.name}-{embed_format}.duckdb"
     db.parent.mkdir(parents=True, exist_ok=True)
-    summary = run_index(IndexOptions(root=unit.root, db=db, embed_format=embed_format), model)
+    summary = run_index(
+        IndexOptions(
+            root=unit.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+        ),
+        model,
+    )
     if summary.chunks:
         print(f"indexed {unit.name} [{embed_format}]: {summary.chunks} chunks", file=sys.stderr)
     return db
@@ -501,8 +513,8 @@ def rerank_variant(spec: str) -> Variant:
     if spec == "llm":
         from gbr.core.llm import get_provider
 
-        llm = get_provider()
-    reranker = load_reranker(spec, llm)
+        llm = get_provider(env=os.environ)
+    reranker = load_reranker(spec, llm, os.environ)
     assert reranker is not None, f"{spec} names no reranker"
     return Variant(f"hybrid+{spec.split(':')[0]}", "hybrid", reranker=reranker, note=reranker.name)
 
@@ -612,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
         "or cross-encoder:DIR; repeatable",
     )
     args = parser.parse_args(argv)
-    model = OnnxEmbedder(resolve_model_files())
+    model = OnnxEmbedder(resolve_model_files(env=os.environ))
     args.out.mkdir(parents=True, exist_ok=True)
     if args.devcorpus is not None:
         variants = pick(devcorpus_variants(), args.variants, parser)

@@ -6,7 +6,6 @@ scores. The default is whichever scored best on our eval sets (see bench/eval.py
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ import numpy as np
 
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
+from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError, IndexEmptyError
 from gbr.core.graph.store import GraphReader
 from gbr.core.priors import (
@@ -159,10 +159,11 @@ class Ranking:
     pool: int = 30
 
     @classmethod
-    def default(cls, env: Mapping[str, str] | None = None) -> Ranking:
+    def default(cls, env: Mapping[str, str] = NO_ENV) -> Ranking:
         """The shipped defaults (chosen on the devcorpus dev half, see bench/eval.py); the
-        learned ranker is off unless GBR_RANKER says `on` (the shipped file) or names one."""
-        setting = (os.environ if env is None else env).get(RANKER_ENV, "").strip()
+        learned ranker is off unless GBR_RANKER in `env` says `on` (the shipped file) or
+        names one."""
+        setting = env.get(RANKER_ENV, "").strip()
         if setting.lower() in ("", "off", "none"):
             return cls(priors=DEFAULT_PRIORS)
         path = DEFAULT_RANKER_PATH if setting.lower() == "on" else Path(setting).expanduser()
