@@ -158,6 +158,22 @@ VARIANTS: list[Variant] = [
         Variant(name, "hybrid", ranking=Ranking(priors=prior), note="priors round two")
         for name, prior in ROUND_TWO.items()
     ],
+    Variant(
+        "hybrid-nostem",
+        "hybrid",
+        fts=FtsConfig(stemmer="none"),
+        ranking=Ranking.default(),
+        note="the default, BM25 without a stemmer",
+    ),
+    *[
+        Variant(
+            f"hybrid-prosetype{f}",
+            "hybrid",
+            ranking=Ranking(priors=replace(_SHIPPED_PRIORS, prose_type=f)),
+            note="the default, type chunks x f for prose questions",
+        )
+        for f in (0.85, 0.7)
+    ],
     *[
         Variant(name, "hybrid", ranking=Ranking(priors=prior), note="graph centrality prior")
         for name, prior in GRAPH_PRIORS.items()
@@ -577,7 +593,71 @@ def devcorpus_variants() -> list[Variant]:
     ]
     for text in ("doc2", "name5", "no-module", "no-body"):
         out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))
-    return out
+    return out + retrieval2_variants()
+
+
+def retrieval2_variants() -> list[Variant]:
+    """Round three of issue 10, from reading the dev half's misses (bench/misses.py)."""
+    shipped = Ranking.default()
+    return [
+        Variant("dense-prose", "dense", embed_format="prose", note="doc prose, code w/o ///"),
+        Variant("prose", "hybrid", embed_format="prose", ranking=shipped, note="shipped + prose"),
+        Variant("prose-raw", "hybrid", embed_format="prose", note="prose, no priors"),
+        Variant("fts-nostem", "hybrid", fts=FtsConfig(stemmer="none"), ranking=shipped),
+        Variant("fts-english", "hybrid", fts=FtsConfig(stemmer="english"), ranking=shipped),
+        Variant("fts-nostop", "hybrid", fts=FtsConfig(stopwords="none"), ranking=shipped),
+        Variant(
+            "fts-nostem-nostop",
+            "hybrid",
+            fts=FtsConfig(stemmer="none", stopwords="none"),
+            ranking=shipped,
+        ),
+        Variant("bm25-nostem", "bm25", fts=FtsConfig(stemmer="none"), note="BM25 alone"),
+        *[
+            Variant(
+                f"p+prosetype{f}",
+                "hybrid",
+                ranking=Ranking(priors=replace(shipped.priors, prose_type=f)),
+                note="shipped + type chunks for prose questions",
+            )
+            for f in (0.85, 0.7, 0.5)
+        ],
+        *[
+            Variant(f"norm-{n}", "hybrid", fusion=Fusion(norm=n), ranking=shipped, note="shipped")
+            for n in ("z", "max")
+        ],
+        *[
+            Variant(
+                f"norm-{n}-{a}/{c}",
+                "hybrid",
+                fusion=Fusion(norm=n, alpha=a, code_alpha=c),
+                ranking=shipped,
+                note="shipped priors",
+            )
+            for n in ("z", "max")
+            for a, c in ((0.6, 0.4), (0.5, 0.5), (0.8, 0.6))
+        ],
+        *[
+            Variant(
+                f"max-{a}/{c}",
+                "hybrid",
+                fusion=Fusion(norm="max", alpha=a, code_alpha=c),
+                ranking=shipped,
+                note="max-scaled fusion, shipped priors",
+            )
+            for a in (0.7, 0.75, 0.8, 0.85, 0.9)
+            for c in (0.5, 0.6, 0.7)
+        ],
+        *[
+            Variant(
+                f"max-0.8/0.6-depth{d}",
+                "hybrid",
+                fusion=Fusion(norm="max", alpha=0.8, code_alpha=0.6, depth=d),
+                ranking=shipped,
+            )
+            for d in (30, 100)
+        ],
+    ]
 
 
 def pick(variants: list[Variant], spec: str, parser: argparse.ArgumentParser) -> list[Variant]:
