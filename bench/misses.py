@@ -13,6 +13,7 @@ bench/eval.py built under OUT/devcorpus/ (per package) and builds any that are m
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worse-than", type=int, default=1, help="show ranks above this")
     parser.add_argument("--above", type=int, default=5, help="hits shown above the target")
     args = parser.parse_args(argv)
-    model = OnnxEmbedder(resolve_model_files())
+    model = OnnxEmbedder(resolve_model_files(env=os.environ))
     shown = total = 0
     for unit in devcorpus_units(args.devcorpus, args.queries_dir, (args.half,), args.layout):
         db = unit_index(unit, "header", model, args.out)
