@@ -32,7 +32,7 @@ from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterAct
 from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
-from gbr.core.embed_cache import CacheConfig, EmbedCache, cache_config
+from gbr.core.embed_cache import CacheConfig, EmbedCache
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.indexing import prepare_chunks
@@ -74,7 +74,7 @@ class IndexOptions:
     lock_wait: float = LOCK_WAIT  # seconds to wait for an index another process holds
     stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
     # Vectors shared with every other index of this user; None embeds without it.
-    embed_cache: CacheConfig | None = field(default_factory=cache_config)
+    embed_cache: CacheConfig | None = None
     # Write every file's chunks first, with the vectors the caches hold and NULL for the
     # rest, and bring the full-text index up: BM25 search works then, and the missing
     # vectors fill in behind, in batches. Off: each file is embedded before it is written.

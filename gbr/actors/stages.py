@@ -475,7 +475,8 @@ class WriterActor(_Stage):
                 self.coordinator.tell(FileDone(path, "removed"))
         elif isinstance(message, FinishRun):
             # A dropped file keeps its chunks and their search text: only writes and removals
-            # (and a wipe, see Store.prepare) mark the full-text index stale.
+            # (and a wipe, see Store.prepare) mark the full-text index stale. An index built
+            # with other tokenizer settings (another default) is rebuilt with today's.
             self._update_fulltext(store)
             self._flagged = False
             store.set_meta(last_run=message.summary_json)
@@ -484,7 +485,7 @@ class WriterActor(_Stage):
         return None
 
     def _update_fulltext(self, store: Store) -> None:
-        if not store.has_fulltext() or store.fulltext_stale():
+        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated():
             started = time.monotonic()
             how = store.update_fulltext()
             log().info("fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4))

@@ -26,7 +26,7 @@ from gbr.core.errors import (
     NameNotFoundError,
 )
 from gbr.core.graph.context import Outline
-from gbr.core.graph.model import FileGraph
+from gbr.core.graph.model import MAX_DEPTH, FileGraph
 
 # Bumped when extraction changes what it finds: an index of another version re-reads every
 # file (its vectors stay cached, so only parsing is repeated).
@@ -34,7 +34,6 @@ GRAPH_VERSION = "1"
 TABLES = ("graph_symbols", "graph_imports", "graph_refs")
 # Reference kinds that make the referring definition a caller of the target.
 CALL_KINDS = ("call", "pipe", "capture", "value", "use")
-MAX_DEPTH = 10
 REINDEX = "run `gleambrctl index` again to build it"
 
 _SCHEMA = {
