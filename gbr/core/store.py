@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -78,6 +79,7 @@ class Store:
         self._con = con
         self.path = path
         self.read_only = read_only
+        self._generation: str | None = None  # this session's, once a commit recorded it
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -210,6 +212,8 @@ class Store:
                 fulltext.mark_stale(self)  # its documents are gone with the chunks
             self._create_tables(dim)
             self.set_meta(**want, **graph_tables.prepare(self.con, have, wiped=bool(reason)))
+            generation = self._renew_generation()
+        self._generation = generation
         return reason
 
     def _create_tables(self, dim: int) -> None:
@@ -233,6 +237,23 @@ class Store:
 
     def transaction(self) -> Transaction:
         return Transaction(self)
+
+    def _renew_generation(self) -> str:
+        """Record, in the transaction under way, that this session changes the chunks.
+
+        Once per writing session (it commits with the session's first change): ids come
+        from a sequence, so later changes show in the ids' statistics, while a rebuilt
+        file starts its sequence over and only a new generation tells its vectors apart
+        from the old file's (gbr.core.vector_file).
+        """
+        if self._generation is not None:
+            return self._generation
+        generation = secrets.token_hex(8)
+        self.con.execute("DELETE FROM meta WHERE key = ?", [store_queries.GENERATION_KEY])
+        self.con.execute(
+            "INSERT INTO meta VALUES (?, ?)", [store_queries.GENERATION_KEY, generation]
+        )
+        return generation
 
     @guarded
     def replace_file(
@@ -258,6 +279,7 @@ class Store:
             ("partial", partial.kind, partial.reason) if partial else ("ok", None, None)
         )
         with self.transaction():
+            generation = self._renew_generation()
             self.con.execute("DELETE FROM chunks WHERE path = ?", [source.path])
             self.con.execute("DELETE FROM files WHERE path = ?", [source.path])
             graph_tables.replace(self.con, source.path, graph)
@@ -284,6 +306,7 @@ class Store:
                     time.time(),
                 ],
             )
+        self._generation = generation
         return 0
 
     def _has_good_version(self, path: str) -> bool:
@@ -340,10 +363,12 @@ class Store:
         if not paths:
             return 0
         with self.transaction():
+            generation = self._renew_generation()
             for path in paths:
                 self.con.execute("DELETE FROM chunks WHERE path = ?", [path])
                 self.con.execute("DELETE FROM files WHERE path = ?", [path])
                 graph_tables.remove(self.con, path)
+        self._generation = generation
         return len(paths)
 
     # -------------------------------------------------------------- full text
@@ -406,9 +431,16 @@ class Store:
         return store_queries.cached_vectors(self.con, hashes)
 
     @guarded
-    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
-        return store_queries.vectors(self.con)
+    def vectors(self, file: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy.
+
+        With a `file` (gbr.core.vector_file.file_for), the rows are memory-mapped from it
+        when it matches this index, and it is rebuilt when it does not; without one, they
+        are read from DuckDB into memory (a daemon, which reloads after each change).
+        """
+        if file is None:
+            return store_queries.vectors(self.con)
+        return store_queries.mapped_vectors(self.con, file)
 
     @guarded
     def bm25(
