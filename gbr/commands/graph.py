@@ -19,7 +19,7 @@ from rich.markup import escape
 
 from gbr.commands.common import err, errors, find_db, local_index, note_stale, out
 from gbr.commands.options import DbOption, DebugOption, JsonOption
-from gbr.core.graph.store import MAX_DEPTH
+from gbr.core.graph.model import MAX_DEPTH
 
 DepthOption = Annotated[
     int,

@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+# How many calls away callers and callees may follow; here, not in the store, so that the
+# command line can declare its option without importing DuckDB and the graph's readers.
+MAX_DEPTH = 10
+
 SymbolKind = Literal["function", "type", "type_alias", "constructor", "constant", "external_type"]
 RefKind = Literal[
     "call",  # fn(…) or module.fn(…)
