@@ -97,10 +97,14 @@ def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
 
 
 def load_model(model_dir: Path | None, device: str = "cpu") -> OnnxEmbedder:
+    """The embedder, its optimised graph kept under `$GBR_HOME/onnx/` between runs (a cold
+    `search` then skips optimising it: gbr.core.onnx_graphs)."""
+    from gbr.core.embed_cache import cache_home
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.model_files import resolve_model_files
 
-    return OnnxEmbedder(resolve_model_files(model_dir), device=device)
+    graphs = cache_home(os.environ) / "onnx"
+    return OnnxEmbedder(resolve_model_files(model_dir), device=device, graphs=graphs)
 
 
 def engine_settings(
