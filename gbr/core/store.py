@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from gbr.core import fulltext, store_queries
+from gbr.core import fulltext, store_queries, store_vectors
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import IndexCorruptError, StoreError
 from gbr.core.fulltext import DEFAULT_FTS, FtsConfig
@@ -249,9 +249,9 @@ class Store:
         if self._generation is not None:
             return self._generation
         generation = secrets.token_hex(8)
-        self.con.execute("DELETE FROM meta WHERE key = ?", [store_queries.GENERATION_KEY])
+        self.con.execute("DELETE FROM meta WHERE key = ?", [store_vectors.GENERATION_KEY])
         self.con.execute(
-            "INSERT INTO meta VALUES (?, ?)", [store_queries.GENERATION_KEY, generation]
+            "INSERT INTO meta VALUES (?, ?)", [store_vectors.GENERATION_KEY, generation]
         )
         return generation
 
@@ -440,7 +440,20 @@ class Store:
         """
         if file is None:
             return store_queries.vectors(self.con)
-        return store_queries.mapped_vectors(self.con, file)
+        return store_vectors.mapped_vectors(self.con, file)
+
+    @guarded
+    def mapped_vectors(self, file: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        """The vector file's (ids, mapped rows) when it matches this index, else None."""
+        return store_vectors.mapped(self.con, file)
+
+    @guarded
+    def refresh_vectors(
+        self, file: Path, before: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> None:
+        """Bring the vector file up to date with this index, reusing the rows of `before`
+        (the vectors of the index this one is a changed copy of) for the chunks it kept."""
+        store_vectors.refresh(self.con, file, before)
 
     @guarded
     def bm25(

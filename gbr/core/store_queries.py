@@ -8,13 +8,12 @@ each query so that DuckDB's errors reach nobody else.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 
-from gbr.core import postings, vector_file
+from gbr.core import postings
 from gbr.core.errors import StoreError
 from gbr.core.fulltext import FTS_SCHEMA
 from gbr.core.records import (
@@ -25,10 +24,6 @@ from gbr.core.records import (
     NodePart,
     SearchFilter,
 )
-from gbr.core.telemetry import log
-from gbr.core.vector_file import Fingerprint
-
-GENERATION_KEY = "vectors_generation"
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -86,57 +81,6 @@ def vectors(con: Connection) -> tuple[np.ndarray, np.ndarray]:
     if table.num_rows == 0:
         return ids, np.zeros((0, 0), dtype=np.float32)
     return ids, matrix(table.column("embedding"))
-
-
-def fingerprint(con: Connection) -> Fingerprint:
-    """The fingerprint of the vectors in the index now (about 2 ms at 100k chunks)."""
-    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
-    count, total, xor, top = con.execute(
-        "SELECT count(*), coalesce(sum(id), 0), coalesce(bit_xor(id), 0), coalesce(max(id), 0) "
-        "FROM chunks"
-    ).fetchall()[0]
-    return Fingerprint(
-        model_id=meta.get("model_id", ""),
-        dim=int(meta.get("dim") or 0),
-        generation=meta.get(GENERATION_KEY, ""),
-        count=int(count),
-        id_sum=int(total),
-        id_xor=int(xor),
-        id_max=int(top),
-    )
-
-
-def mapped_vectors(con: Connection, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, unit vectors) from the vector file at `path` when it matches the index, else
-    read from DuckDB and written there for the next reader (gbr.core.vector_file).
-
-    A damaged file is rebuilt, with an event saying why. A folder that will not take the
-    file costs nothing but the speed: the vectors are served from memory, as before.
-    """
-    if not has_table(con, "chunks"):
-        return vectors(con)
-    con.begin()  # one snapshot for the fingerprint and the rows it names
-    try:
-        want = fingerprint(con)
-        if want.count == 0:
-            return vectors(con)
-        try:
-            found = vector_file.load(path, want)
-        except (vector_file.DamagedFile, OSError, ValueError) as exc:
-            log().warning("vector_file_damaged", path=str(path), problem=str(exc))
-            found = None
-        if found is not None:
-            return found
-        ids, rows = vectors(con)
-    finally:
-        con.rollback()
-    if rows.shape != (want.count, want.dim):  # a model whose meta dim differs: serve, skip
-        return ids, rows
-    try:
-        vector_file.write(path, want, ids, rows)
-    except OSError as exc:
-        log().warning("vector_file_unwritable", path=str(path), problem=str(exc))
-    return ids, rows
 
 
 def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarray]:

@@ -129,7 +129,7 @@ def test_a_rebuilt_index_with_the_same_ids_gets_its_own_vectors(
 
 
 def store_fingerprint(db: Path) -> vector_file.Fingerprint:
-    from gbr.core.store_queries import fingerprint
+    from gbr.core.store_vectors import fingerprint
 
     with Store.open(db, read_only=True) as store:
         return fingerprint(store.con)
@@ -209,3 +209,51 @@ def test_each_writing_session_that_changes_chunks_records_a_new_generation(
             )
             generations.append(store.meta()["vectors_generation"])
     assert generations[0] != generations[1]
+
+
+def test_a_staged_index_run_leaves_a_file_that_the_next_search_maps(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    root = copy_small(tmp_path / "small")
+    db = root / ".gbr" / "index.duckdb"
+    file = vector_file.file_for(db)
+    run_index(IndexOptions(root=root, db=db, staged=True), model)
+    first = file.stat().st_ino
+    with Store.open(db, read_only=True) as store:
+        assert store.mapped_vectors(file) is not None
+    isbn = root / "src/bookshelf/isbn.gleam"
+    isbn.write_text(isbn.read_text() + "\npub fn added_for_the_test() -> Int {\n  42\n}\n")
+    (root / "src/bookshelf/ffi.gleam").unlink()
+    run_index(IndexOptions(root=root, db=db, staged=True), model)
+    assert file.stat().st_ino != first  # written again, for the new index
+    with Store.open(db, read_only=True) as store:
+        found = store.mapped_vectors(file)
+        want_ids, want = store.vectors()
+        names = store.con.execute("SELECT count(*) FROM chunks WHERE path LIKE '%ffi%'").fetchall()
+    assert found is not None
+    assert names == [(0,)]
+    np.testing.assert_array_equal(found[0], want_ids)
+    np.testing.assert_array_equal(np.asarray(found[1]), want)
+
+
+def test_a_refresh_given_another_indexs_vectors_still_writes_this_ones(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    """Rows are carried over only from the index this one was copied from; vectors of
+    another index at the same ids are caught by the spot check and read again."""
+    first, second = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    for path, text in ((first, V1), (second, V1.replace("Add one to", "Add one more to"))):
+        with Store.open(path) as store:
+            store.prepare(model_id=model.model_id, chunker_version="t", dim=model.dim)
+            store.replace_file(source(text), stored(source(text), model))
+            store.replace_file(source(V2, "src/b.gleam"), stored(source(V2, "src/b.gleam"), model))
+    with Store.open(first, read_only=True) as store:
+        other = store.vectors()
+    with Store.open(second, read_only=True) as store:
+        store.refresh_vectors(vector_file.file_for(second), other)
+        found = store.mapped_vectors(vector_file.file_for(second))
+        want = store.vectors()
+    assert found is not None
+    np.testing.assert_array_equal(found[0], want[0])
+    np.testing.assert_array_equal(np.asarray(found[1]), want[1])
+    assert not np.array_equal(want[1], other[1])
