@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from gbr.core import onnx_graphs
 from gbr.core.embedder import OnnxEmbedder
@@ -66,3 +67,17 @@ def test_an_older_graph_of_the_same_model_is_removed(tmp_path: Path) -> None:
     other_model.write_bytes(b"another model's")
     OnnxEmbedder(files, graphs=folder)
     assert sorted(p.name for p in folder.iterdir()) == sorted([kept.name, other_model.name])
+
+
+def test_the_command_line_keeps_graphs_in_gbr_home_unless_told_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gbr.commands.common import GRAPHS_ENV, onnx_graphs
+
+    monkeypatch.setenv("GBR_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(GRAPHS_ENV, raising=False)
+    assert onnx_graphs() == tmp_path / "home" / "onnx"
+    monkeypatch.setenv(GRAPHS_ENV, str(tmp_path / "elsewhere"))
+    assert onnx_graphs() == tmp_path / "elsewhere"
+    monkeypatch.setenv(GRAPHS_ENV, "off")
+    assert onnx_graphs() is None
