@@ -313,27 +313,48 @@ def write_vector_file(db: Path) -> float | None:
 
 
 def same_ranking(db: Path, model: Any, queries: list[str], k: int) -> dict[str, Any]:
-    """Every query in every mode, through the vector file and through the vectors read from
-    DuckDB: searches whose hits differ (order or identity), and the largest score gap."""
+    """Through the vector file against the vectors read from DuckDB: each query's dense list
+    (ids, order, scores: the part the file serves), then its hits in every mode.
+
+    BM25 sums its terms in parallel, so its scores vary in the last bits from run to run
+    and copies with tied scores can swap (replicated indexes are full of ties). A search
+    whose hits differ is counted as explained when its BM25 list differs between runs too.
+    """
+    from gbr.core.chunk_text import code_words
+
     differ: list[str] = []
+    unexplained: list[str] = []
+    dense_differ: list[str] = []
     gap = 0.0
+    depth = max(50, k * 3)
     with bc.open_read_only(db) as store:
         plain = Searcher(store, model)
         mapped = Searcher(store, model, vector_file=vector_file_of(db))  # type: ignore[call-arg]
+
+        def jitters(q: str) -> bool:
+            runs = {tuple(store.bm25(code_words(q), depth)) for _ in range(5)}
+            return len(runs) > 1
+
         for q in queries:
+            want, got = dict(plain.dense(q, depth)), mapped.dense(q, depth)
+            if list(want) != [doc for doc, _ in got]:
+                dense_differ.append(q)
+            gap = max([gap] + [abs(want[doc] - score) for doc, score in got if doc in want])
             for mode in MODES:
-                want, got = plain.search(q, k=k, mode=mode), mapped.search(q, k=k, mode=mode)
-                if [(h.path, h.name, h.start_line) for h in want] != [
-                    (h.path, h.name, h.start_line) for h in got
+                a, b = plain.search(q, k=k, mode=mode), mapped.search(q, k=k, mode=mode)
+                if [(h.path, h.name, h.start_line) for h in a] != [
+                    (h.path, h.name, h.start_line) for h in b
                 ]:
                     differ.append(f"{mode}: {q}")
-                for a, b in zip(want, got, strict=False):
-                    gap = max(gap, abs(a.score - b.score))
+                    if mode == "dense" or not jitters(q):
+                        unexplained.append(f"{mode}: {q}")
     return {
         "searches": len(queries) * len(MODES),
+        "dense_lists_differ": dense_differ,
         "differ": differ,
+        "unexplained": unexplained,
         "max_score_gap": gap,
-        "ok": not differ and gap <= SCORE_TOLERANCE,
+        "ok": not dense_differ and not unexplained and gap <= SCORE_TOLERANCE,
     }
 
 
@@ -568,9 +589,11 @@ def checks(r: dict[str, Any]) -> list[dict[str, Any]]:
             out.append(
                 {
                     "name": f"same ranking through the vector file @ {label} "
-                    f"({len(ranking['differ'])} of {ranking['searches']} searches differ)",
+                    f"(dense lists: {len(ranking['dense_lists_differ'])} differ; searches: "
+                    f"{len(ranking['differ'])} of {ranking['searches']} differ, "
+                    f"{len(ranking['unexplained'])} not by BM25's own jitter on ties)",
                     "value": ranking["max_score_gap"],
-                    "target": f"max score gap <= {SCORE_TOLERANCE:g}, no search differs",
+                    "target": f"dense score gap <= {SCORE_TOLERANCE:g}, none unexplained",
                     "ok": ranking["ok"],
                 }
             )
