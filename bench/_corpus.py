@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
+from gbr.core.embed_cache import CacheConfig, cache_config
 from gbr.core.embedder import OnnxEmbedder, PaddingStats
 from gbr.core.model_files import resolve_model_files
 from gbr.core.records import FileProblem, PartialFile
@@ -35,7 +36,7 @@ BROKEN = "src/bookshelf/broken.gleam"
 
 def load_model(model_dir: str | None = None) -> OnnxEmbedder:
     """The real embedder, resolved the same way the CLI does (GBR_MODEL_DIR, else default)."""
-    return OnnxEmbedder(resolve_model_files(model_dir))
+    return OnnxEmbedder(resolve_model_files(model_dir, env=os.environ))
 
 
 def reset_stats(model: OnnxEmbedder) -> None:
@@ -567,6 +568,12 @@ def bench_main(
     report(results)
     write_json(args.json, results)
     return 0 if all(c["ok"] for c in results["checks"]) else 1
+
+
+def shared_cache() -> CacheConfig | None:
+    """The shared embed cache as the CLI would use it, in the bench's own GBR_HOME (set by
+    `run_bench`): library callers get no cache unless they pass one."""
+    return cache_config(os.environ)
 
 
 NOISY_OTHERS_CPU = 0.15  # share of all cores used by other processes during a phase

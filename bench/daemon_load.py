@@ -133,7 +133,7 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
     db = root / ".gbr" / "index.duckdb"
     bc.log_step(f"indexing {results['corpus']['gleam_files']} files (run_index, in process)")
     with bc.PeakRss() as rss:
-        summary = run_index(IndexOptions(root=root, db=db), model)
+        summary = run_index(IndexOptions(root=root, db=db, embed_cache=bc.shared_cache()), model)
     with bc.open_read_only(db) as store:  # also waits until the pipeline has let go of it
         chunks = store.counts()["chunks"]  # a reused index wrote none in this run
     results["corpus"] |= {

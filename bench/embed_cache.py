@@ -21,6 +21,7 @@ The machine is usually shared; "other CPU" is how busy the cores were with other
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -95,9 +96,8 @@ class CacheClock:
 
 def run_phase(label: str, root: Path, db: Path, cached: bool, model: Any) -> dict[str, Any]:
     bc.log_step(f"{label} ({'cache on' if cached else 'cache off'})")
-    options = IndexOptions(root=root, db=db, include_deps=True)
-    if not cached:
-        options.embed_cache = None
+    cache = cache_config(os.environ) if cached else None
+    options = IndexOptions(root=root, db=db, include_deps=True, embed_cache=cache)
     with bc.PeakRss() as rss, CacheClock() as clock:
         seconds, summary = bc.timed(lambda: run_index(options, model))
     return {
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 phases.append(run_phase("bump", a, work / f"a-{tag}.duckdb", cached, model))
             finally:
                 pipeline.CHUNKER_VERSION = saved
-        results["cache_file"] = describe(cache_config())
+        results["cache_file"] = describe(cache_config(os.environ))
         by = {(p["phase"], p["cache"]): p for p in results["phases"]}
         b_on, a_on = by[("package B", True)], by[("package A", True)]
         own_b = b_on["chunks"] - b_on["cache_hits"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
 from collections import defaultdict
@@ -29,6 +30,7 @@ sys.path.insert(0, str(REPO))
 from bench.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
 from gbr.core.chunk_text import search_text  # noqa: E402
+from gbr.core.embed_cache import cache_config  # noqa: E402
 from gbr.core.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.fulltext import FtsConfig  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
@@ -156,6 +158,22 @@ VARIANTS: list[Variant] = [
         Variant(name, "hybrid", ranking=Ranking(priors=prior), note="priors round two")
         for name, prior in ROUND_TWO.items()
     ],
+    Variant(
+        "hybrid-nostem",
+        "hybrid",
+        fts=FtsConfig(stemmer="none"),
+        ranking=Ranking.default(),
+        note="the default, BM25 without a stemmer",
+    ),
+    *[
+        Variant(
+            f"hybrid-prosetype{f}",
+            "hybrid",
+            ranking=Ranking(priors=replace(_SHIPPED_PRIORS, prose_type=f)),
+            note="the default, type chunks x f for prose questions",
+        )
+        for f in (0.85, 0.7)
+    ],
     *[
         Variant(name, "hybrid", ranking=Ranking(priors=prior), note="graph centrality prior")
         for name, prior in GRAPH_PRIORS.items()
@@ -182,7 +200,12 @@ def load_corpus(root: Path, query_files: list[Path]) -> Corpus:
 def index_for(corpus: Corpus, embed_format: str, model: OnnxEmbedder, out: Path) -> Path:
     tag = hashlib.sha1(str(corpus.root).encode()).hexdigest()[:8]
     db = out / f"eval-{corpus.root.name}-{tag}-{embed_format}.duckdb"
-    summary = run_index(IndexOptions(root=corpus.root, db=db, embed_format=embed_format), model)
+    summary = run_index(
+        IndexOptions(
+            root=corpus.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+        ),
+        model,
+    )
     print(
         f"indexed {corpus.root.name} [{embed_format}]: {summary.chunks} new chunks, "
         f"{summary.files_unchanged} files unchanged, {summary.seconds:.1f} s",
@@ -399,7 +422,12 @@ def devcorpus_units(
 def unit_index(unit: Unit, embed_format: str, model: Any, out: Path) -> Path:
     db = out / "devcorpus" / f"{unit.name}-{embed_format}.duckdb"
     db.parent.mkdir(parents=True, exist_ok=True)
-    summary = run_index(IndexOptions(root=unit.root, db=db, embed_format=embed_format), model)
+    summary = run_index(
+        IndexOptions(
+            root=unit.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+        ),
+        model,
+    )
     if summary.chunks:
         print(f"indexed {unit.name} [{embed_format}]: {summary.chunks} chunks", file=sys.stderr)
     return db
@@ -501,8 +529,8 @@ def rerank_variant(spec: str) -> Variant:
     if spec == "llm":
         from gbr.core.llm import get_provider
 
-        llm = get_provider()
-    reranker = load_reranker(spec, llm)
+        llm = get_provider(env=os.environ)
+    reranker = load_reranker(spec, llm, os.environ)
     assert reranker is not None, f"{spec} names no reranker"
     return Variant(f"hybrid+{spec.split(':')[0]}", "hybrid", reranker=reranker, note=reranker.name)
 
@@ -565,7 +593,71 @@ def devcorpus_variants() -> list[Variant]:
     ]
     for text in ("doc2", "name5", "no-module", "no-body"):
         out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))
-    return out
+    return out + retrieval2_variants()
+
+
+def retrieval2_variants() -> list[Variant]:
+    """Round three of issue 10, from reading the dev half's misses (bench/misses.py)."""
+    shipped = Ranking.default()
+    return [
+        Variant("dense-prose", "dense", embed_format="prose", note="doc prose, code w/o ///"),
+        Variant("prose", "hybrid", embed_format="prose", ranking=shipped, note="shipped + prose"),
+        Variant("prose-raw", "hybrid", embed_format="prose", note="prose, no priors"),
+        Variant("fts-nostem", "hybrid", fts=FtsConfig(stemmer="none"), ranking=shipped),
+        Variant("fts-english", "hybrid", fts=FtsConfig(stemmer="english"), ranking=shipped),
+        Variant("fts-nostop", "hybrid", fts=FtsConfig(stopwords="none"), ranking=shipped),
+        Variant(
+            "fts-nostem-nostop",
+            "hybrid",
+            fts=FtsConfig(stemmer="none", stopwords="none"),
+            ranking=shipped,
+        ),
+        Variant("bm25-nostem", "bm25", fts=FtsConfig(stemmer="none"), note="BM25 alone"),
+        *[
+            Variant(
+                f"p+prosetype{f}",
+                "hybrid",
+                ranking=Ranking(priors=replace(shipped.priors, prose_type=f)),
+                note="shipped + type chunks for prose questions",
+            )
+            for f in (0.85, 0.7, 0.5)
+        ],
+        *[
+            Variant(f"norm-{n}", "hybrid", fusion=Fusion(norm=n), ranking=shipped, note="shipped")
+            for n in ("z", "max")
+        ],
+        *[
+            Variant(
+                f"norm-{n}-{a}/{c}",
+                "hybrid",
+                fusion=Fusion(norm=n, alpha=a, code_alpha=c),
+                ranking=shipped,
+                note="shipped priors",
+            )
+            for n in ("z", "max")
+            for a, c in ((0.6, 0.4), (0.5, 0.5), (0.8, 0.6))
+        ],
+        *[
+            Variant(
+                f"max-{a}/{c}",
+                "hybrid",
+                fusion=Fusion(norm="max", alpha=a, code_alpha=c),
+                ranking=shipped,
+                note="max-scaled fusion, shipped priors",
+            )
+            for a in (0.7, 0.75, 0.8, 0.85, 0.9)
+            for c in (0.5, 0.6, 0.7)
+        ],
+        *[
+            Variant(
+                f"max-0.8/0.6-depth{d}",
+                "hybrid",
+                fusion=Fusion(norm="max", alpha=0.8, code_alpha=0.6, depth=d),
+                ranking=shipped,
+            )
+            for d in (30, 100)
+        ],
+    ]
 
 
 def pick(variants: list[Variant], spec: str, parser: argparse.ArgumentParser) -> list[Variant]:
@@ -612,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
         "or cross-encoder:DIR; repeatable",
     )
     args = parser.parse_args(argv)
-    model = OnnxEmbedder(resolve_model_files())
+    model = OnnxEmbedder(resolve_model_files(env=os.environ))
     args.out.mkdir(parents=True, exist_ok=True)
     if args.devcorpus is not None:
         variants = pick(devcorpus_variants(), args.variants, parser)

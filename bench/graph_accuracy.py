@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -123,7 +124,7 @@ def timing() -> dict[str, Any]:
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.model_files import resolve_model_files
 
-    count_tokens = OnnxEmbedder(resolve_model_files()).count_tokens
+    count_tokens = OnnxEmbedder(resolve_model_files(env=os.environ)).count_tokens
     root = CORPORA["devcorpus"]
     files = sorted(
         p for p in root.rglob("*.gleam") if not SKIP & set(p.relative_to(root).parts[:-1])

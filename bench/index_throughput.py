@@ -75,7 +75,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def options(args: argparse.Namespace, root: Path, db: Path) -> IndexOptions:
-    opts = IndexOptions(root=root, db=db)
+    opts = IndexOptions(root=root, db=db, embed_cache=bc.shared_cache())
     if args.batch_chunks:
         opts.batch_chunks = args.batch_chunks
     if args.parsers:

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = bc.copy_example(Path(tmp))
         db = Path(tmp) / "index.duckdb"
-        run_index(IndexOptions(root=root, db=db), model)
+        run_index(IndexOptions(root=root, db=db, embed_cache=bc.shared_cache()), model)
         with bc.open_read_only(db) as store, FakeLlm() as fake:
             searcher = Searcher(store, model)
             searcher.search("warm up", k=1)

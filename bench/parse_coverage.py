@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -139,7 +140,7 @@ def main() -> int:
     ap.add_argument("--examples", type=Path, default=EXAMPLES, help="a second folder")
     ap.add_argument("--json", type=Path, help="write the full report here")
     args = ap.parse_args()
-    model = OnnxEmbedder(resolve_model_files())
+    model = OnnxEmbedder(resolve_model_files(env=os.environ))
     report = []
     edits = {}
     for label, root in (("corpus", args.corpus), ("examples", args.examples)):

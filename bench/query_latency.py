@@ -173,7 +173,9 @@ def run(args: argparse.Namespace, sizes: list[int], work: Path, results: dict[st
     if not (args.reuse and base.is_file()):
         base.unlink(missing_ok=True)
         bc.log_step("indexing the example package for real")
-        summary = run_index(IndexOptions(root=bc.EXAMPLE, db=base), model)
+        summary = run_index(
+            IndexOptions(root=bc.EXAMPLE, db=base, embed_cache=bc.shared_cache()), model
+        )
         bc.open_read_only(base).close()  # waits until the pipeline has closed the file
         results["base"] = {"chunks": summary.chunks, "seconds": summary.seconds}
     results["vector_file"] = MAPPED

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown features: {', '.join(sorted(unknown))}")
     keep = np.array([f in chosen for f in FEATURES])
     layouts = LAYOUTS if args.layout == "both" else (args.layout,)
-    model = OnnxEmbedder(resolve_model_files())
+    model = OnnxEmbedder(resolve_model_files(env=os.environ))
     groups = collect(args.devcorpus, args.queries_dir, layouts, model)
     packages = sorted({g.package for g in groups})
     print(f"{len(groups)} query pools over {len(packages)} dev repositories ({', '.join(layouts)})")

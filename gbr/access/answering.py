@@ -17,7 +17,7 @@ from gbr.core.rerank import Reranker, ask_reranker_spec, load_reranker
 from gbr.core.search import Searcher
 
 
-def open_provider(llm: LlmChoice, env: Mapping[str, str] | None = None) -> LlmProvider:
+def open_provider(llm: LlmChoice, env: Mapping[str, str]) -> LlmProvider:
     """The provider `llm` names (or the first configured); MissingKeyError says which key."""
     return get_provider(llm.provider, model=llm.model, env=env, timeout=llm.timeout)
 
@@ -26,7 +26,7 @@ def open_reranker(
     rerank: bool, named: str | None, provider: LlmProvider | None, env: Mapping[str, str]
 ) -> Reranker | None:
     """The reranker an ask with `rerank` uses (the one named, else the default), or None."""
-    return load_reranker(ask_reranker_spec(rerank, named, provider, env), provider)
+    return load_reranker(ask_reranker_spec(rerank, named, provider, env), provider, env)
 
 
 @dataclass(frozen=True)

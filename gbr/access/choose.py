@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 
 from gbr.access.base import CodeIndex
-from gbr.access.client import DaemonClient
+from gbr.access.client import TOKEN_ENV, DaemonClient
 from gbr.access.discovery import DaemonInfo, find_daemon
 from gbr.access.local import LocalIndex
 from gbr.access.remote import RemoteIndex
@@ -29,7 +29,8 @@ def choose(local: LocalIndex, on_stale: StaleNote | None = None) -> CodeIndex:
     if info is None:
         return local
     cancel = local.settings.cancel_on_ctrl_c
-    return RemoteIndex(DaemonClient(info), local.root, cancel_on_ctrl_c=cancel)
+    token = local.env.get(TOKEN_ENV, "").strip() or None
+    return RemoteIndex(DaemonClient(info, token), local.root, cancel_on_ctrl_c=cancel)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,6 @@ and a daemon that stopped answering is a `DaemonError`.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -48,7 +47,6 @@ class DaemonClient:
         self, info: DaemonInfo, token: str | None = None, timeout: float = READ_TIMEOUT
     ) -> None:
         self.info = info
-        token = token if token is not None else (os.environ.get(TOKEN_ENV) or "").strip()
         headers = {"authorization": f"Bearer {token}"} if token else {}
         # trust_env=False: an HTTP(S)_PROXY meant for the internet must not catch loopback.
         self._http = httpx.Client(

@@ -10,10 +10,9 @@ and closes it only to index. The embedding model is loaded once.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from gbr.actors.oracle import AskQuestion, ask_later, ask_once, start_oracle
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import Supervisor
 from gbr.core import vector_file
-from gbr.core.embed_cache import CacheConfig, cache_config
+from gbr.core.embed_cache import CacheConfig
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import DaemonError, IndexBusyError, StoreError
 from gbr.core.filter_hint import filter_hint
@@ -35,7 +34,7 @@ from gbr.core.llm import Message
 from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
 from gbr.core.paths import default_db, package_root
 from gbr.core.records import Hit, IndexSummary, ProgressCallback
-from gbr.core.search import Filter, Mode, Searcher
+from gbr.core.search import Filter, Mode, Ranking, Searcher
 from gbr.core.snapshot import open_for_reading
 from gbr.core.store import Store, status_report
 from gbr.core.walker import DEFAULT_MAX_BYTES
@@ -84,7 +83,7 @@ class LocalSettings:
     ignore: tuple[str, ...] = ()
     follow_outside_links: bool = False
     # The shared embed cache (None: off); by default what the environment asks for.
-    embed_cache: CacheConfig | None = field(default_factory=cache_config)
+    embed_cache: CacheConfig | None = None
     keep_open: bool = False
     """Keep the index open between calls (a chat, `search -`); closed only to index."""
     cancel_on_ctrl_c: bool = False
@@ -107,11 +106,13 @@ class LocalIndex:
         self,
         settings: LocalSettings,
         load_model: Callable[[], OnnxEmbedder],
-        env: Mapping[str, str] | None = None,
+        *,
+        env: Mapping[str, str],
     ) -> None:
         self.settings = settings
         self._load_model = load_model
-        self._env: Mapping[str, str] = os.environ if env is None else env
+        self._env = env
+        self._ranking = Ranking.default(env)
         self._model: OnnxEmbedder | None = None
         self._model_lock = threading.Lock()
         self._access = _SharedExclusive()
@@ -124,6 +125,11 @@ class LocalIndex:
     @property
     def root(self) -> Path:
         return self.settings.root
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment the front door read once: provider keys, the daemon's token."""
+        return self._env
 
     @property
     def db(self) -> Path:
@@ -156,10 +162,10 @@ class LocalIndex:
         # The vectors are mapped from the file beside the index (rebuilt when stale).
         vectors = vector_file.file_for(store.path)
         if self._held is None:
-            return Searcher(store, self.model, vector_file=vectors)
+            return Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
         searcher = self._held[1]
         if searcher is None:
-            searcher = Searcher(store, self.model, vector_file=vectors)
+            searcher = Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
             self._held = (store, searcher)
         return searcher
 

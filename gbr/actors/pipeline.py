@@ -29,7 +29,7 @@ from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
 from gbr.core import vector_file
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
-from gbr.core.embed_cache import CacheConfig, EmbedCache, cache_config
+from gbr.core.embed_cache import CacheConfig, EmbedCache
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.paths import check_root, package_root
@@ -73,7 +73,7 @@ class IndexOptions:
     lock_wait: float = LOCK_WAIT  # seconds to wait for an index another process holds
     stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
     # Vectors shared with every other index of this user; None embeds without it.
-    embed_cache: CacheConfig | None = field(default_factory=cache_config)
+    embed_cache: CacheConfig | None = None
 
     def walk_options(self) -> WalkOptions:
         """What decides which files are walked: one place, for the run and its no-change check."""

@@ -404,8 +404,9 @@ class WriterActor(_Stage):
                 self.coordinator.tell(FileDone(path, "removed"))
         elif isinstance(message, FinishRun):
             # A dropped file keeps its chunks and their search text: only writes and removals
-            # (and a wipe, see Store.prepare) mark the full-text index stale.
-            if not store.has_fulltext() or store.fulltext_stale():
+            # (and a wipe, see Store.prepare) mark the full-text index stale. An index built
+            # with other tokenizer settings (another default) is rebuilt with today's.
+            if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated():
                 started = time.monotonic()
                 how = store.update_fulltext()
                 log().info(

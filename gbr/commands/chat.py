@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gbr.commands.common import (
+    configure,
     err,
     errors,
     local_index,
@@ -59,13 +60,15 @@ def chat(
     When `gleambrctl serve` runs for the package, the chat goes through that daemon.
     """
     with errors(debug):
-        from gbr.access import LocalSettings, choose
+        from gbr.access import choose
         from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
+        from gbr.core.paths import default_db
 
         root = package_root(path).resolve()
-        local_settings = LocalSettings(root, db, keep_open=True, cancel_on_ctrl_c=True)
+        config = configure(root, db or default_db(root))
+        local_settings = config.local_settings(keep_open=True, cancel_on_ctrl_c=True)
         # A daemon serving the index owns it (DuckDB lets no one else in): go through it.
-        backend = choose(local_index(local_settings, model_dir), note_stale)
+        backend = choose(local_index(local_settings, model_dir, config.device), note_stale)
         if backend.via is not None:
             if timeout is not None:
                 err.print("[dim]note: --timeout is the daemon's own setting[/dim]")

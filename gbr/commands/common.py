@@ -19,8 +19,8 @@ from rich.markup import escape
 
 if TYPE_CHECKING:
     from gbr.access import LocalIndex, LocalSettings
+    from gbr.access.config import PackageConfig
     from gbr.access.discovery import DaemonInfo
-    from gbr.core.embed_cache import CacheConfig
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary, Progress
@@ -106,37 +106,53 @@ def load_model(model_dir: Path | None, device: str = "cpu") -> OnnxEmbedder:
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.model_files import resolve_model_files
 
-    return OnnxEmbedder(resolve_model_files(model_dir), device=device, graphs=onnx_graphs())
+    return OnnxEmbedder(
+        resolve_model_files(model_dir, env=os.environ), device=device, graphs=onnx_graphs()
+    )
 
 
 def onnx_graphs() -> Path | None:
+    """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
     from gbr.core.embed_cache import cache_home
 
     setting = os.environ.get(GRAPHS_ENV, "").strip()
     if setting.lower() in ("off", "none", "0", "false", "no"):
         return None
-    return Path(setting).expanduser() if setting else cache_home(os.environ) / "onnx"
+    if setting:
+        return Path(setting).expanduser()
+    home = cache_home(os.environ)
+    return None if home is None else home / "onnx"
 
 
-def engine_settings(
-    db_path: Path, embed_cache: bool | None, device: str | None
-) -> tuple[CacheConfig | None, str]:
-    """The shared embed cache (None: off) and the device: flag, else setting, else default."""
-    from gbr.core.device import DEVICE_ENV, check_device
-    from gbr.core.embed_cache import cache_config
-    from gbr.core.settings import load_settings
+def configure(
+    root: Path,
+    db: Path,
+    *,
+    include_deps: bool | None = None,
+    max_file_size: str | None = None,
+    embed_cache: bool | None = None,
+    device: str | None = None,
+) -> PackageConfig:
+    """The package's configuration from the flags given (None: not given), its settings file
+    and this process's environment, read once for the whole command."""
+    from gbr.access.config import package_config
 
-    settings = load_settings(db_path.parent)
-    on = embed_cache if embed_cache is not None else settings.embed_cache is not False
-    chosen = device or os.environ.get(DEVICE_ENV) or settings.device or "auto"
-    return (cache_config() if on else None), check_device(chosen)
+    return package_config(
+        root,
+        db,
+        os.environ,
+        include_deps=include_deps,
+        max_file_size=max_file_size,
+        embed_cache=embed_cache,
+        device=device,
+    )
 
 
 def find_db(db: Path | None) -> Path:
     """--db, else the nearest `.gbr/index.duckdb` upwards, with ceilings (gbr.core.paths)."""
     from gbr.core.paths import find_index
 
-    return db if db is not None else find_index(Path.cwd())
+    return db if db is not None else find_index(Path.cwd(), os.environ)
 
 
 def local_index(settings: LocalSettings, model_dir: Path | None, device: str = "cpu") -> LocalIndex:
@@ -145,7 +161,7 @@ def local_index(settings: LocalSettings, model_dir: Path | None, device: str = "
     only it in), with a note when a dead daemon's discovery file was removed."""
     from gbr.access import LocalIndex
 
-    return LocalIndex(settings, lambda: load_model(model_dir, device))
+    return LocalIndex(settings, lambda: load_model(model_dir, device), env=os.environ)
 
 
 def note_stale(info: DaemonInfo | None, why: str) -> None:
@@ -162,21 +178,9 @@ def package_root(path: Path) -> Path:
 
 
 def parse_size(text: str, option: str = "--max-file-size") -> int:
-    from gbr.core.errors import ConfigError
+    from gbr.core.sizes import option_size
 
-    units = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
-    raw = text.strip().lower()
-    number = raw.rstrip("kmb")
-    unit = raw[len(number) :]
-    try:
-        value = float(number) * units[unit]
-    except (ValueError, KeyError):
-        raise ConfigError(
-            f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
-        ) from None
-    if value <= 0:
-        raise ConfigError(f"{option} must be positive")
-    return int(value)
+    return option_size(text, option)
 
 
 @contextmanager
@@ -217,18 +221,6 @@ def package_settings(db_path: Path) -> Settings:
     from gbr.core.settings import load_settings
 
     return load_settings(db_path.parent)
-
-
-def walk_settings(
-    db_path: Path, include_deps: bool | None, max_file_size: str | None
-) -> tuple[bool, int, tuple[str, ...]]:
-    """include deps, size cap and ignores: the flag, else the package's setting, else default."""
-    from gbr.core.settings import load_settings
-
-    settings = load_settings(db_path.parent)
-    deps = include_deps if include_deps is not None else bool(settings.include_deps)
-    size = max_file_size or settings.max_file_size or "1MB"
-    return deps, parse_size(size), settings.ignore
 
 
 def print_hits(hits: list[Hit]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -12,7 +13,7 @@ from rich.markup import escape
 
 from gbr.commands.common import (
     INTERRUPTED,
-    engine_settings,
+    configure,
     err,
     errors,
     local_index,
@@ -22,7 +23,6 @@ from gbr.commands.common import (
     print_summary,
     progress_bar,
     start_telemetry,
-    walk_settings,
 )
 from gbr.commands.options import (
     DbOption,
@@ -37,6 +37,7 @@ from gbr.commands.options import (
 
 if TYPE_CHECKING:
     from gbr.core.errors import GbrError
+    from gbr.core.settings import Settings
 
 
 def index(
@@ -82,29 +83,27 @@ def index(
 
     interrupts.install(INTERRUPTED)
     with errors(debug) as command:
-        from gbr.access import LocalSettings, RemoteIndex, chosen
+        from gbr.access import RemoteIndex, chosen
         from gbr.core.paths import default_db
         from gbr.core.store import prepare_folder
 
         root = package_root(path)
         db_path = db or default_db(root)
-        deps, max_bytes, ignore = walk_settings(db_path, include_deps, max_file_size)
-        cache, device = engine_settings(db_path, embed_cache, device)
-        settings = LocalSettings(
+        config = configure(
             root,
             db_path,
-            include_deps=deps,
-            max_bytes=max_bytes,
-            ignore=ignore,
-            follow_outside_links=follow_outside_links,
-            embed_cache=cache,
+            include_deps=include_deps,
+            max_file_size=max_file_size,
+            embed_cache=embed_cache,
+            device=device,
         )
+        settings = config.local_settings(follow_outside_links=follow_outside_links)
         _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
         command.db = db_path
         prepare_folder(db_path)
         start_telemetry(db_path, echo=verbose)
-        _remember_deps(db_path, include_deps)
-        local = local_index(settings, model_dir, device)
+        _remember_deps(db_path, include_deps, config.settings)
+        local = local_index(settings, model_dir, config.device)
         with chosen(local, note_stale) as chosen_index:
             if isinstance(chosen_index, RemoteIndex):
                 if rebuild:
@@ -166,7 +165,7 @@ def _confirm_wide(root: Path, yes: bool) -> None:
     from gbr.core.errors import ConfigError
     from gbr.core.paths import wide_folder
 
-    why = None if yes else wide_folder(root)
+    why = None if yes else wide_folder(root, os.environ)
     if why is None:
         return
     if sys.stdin.isatty() and err.is_terminal:
@@ -176,13 +175,12 @@ def _confirm_wide(root: Path, yes: bool) -> None:
     raise ConfigError(f"{why}; pass the path of a Gleam package, or --yes to index it anyway")
 
 
-def _remember_deps(db_path: Path, include_deps: bool | None) -> None:
+def _remember_deps(db_path: Path, include_deps: bool | None, settings: Settings) -> None:
     """`--include-deps` or `--no-include-deps` sticks, so a later plain `index` keeps it."""
     from dataclasses import replace
 
-    from gbr.core.settings import load_settings, save_settings, settings_path
+    from gbr.core.settings import save_settings, settings_path
 
-    settings = load_settings(db_path.parent)
     if include_deps is None or settings.include_deps == include_deps:
         return
     save_settings(db_path.parent, replace(settings, include_deps=include_deps))

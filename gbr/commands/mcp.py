@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gbr.commands.common import (
+    configure,
     errors,
     local_index,
     note_stale,
     package_root,
     start_telemetry,
-    walk_settings,
 )
 from gbr.commands.options import (
     DbOption,
@@ -41,13 +41,12 @@ def mcp(
     answered in this process otherwise.
     """
     with errors(debug):
-        from gbr.access import LocalSettings
         from gbr.core.paths import default_db
         from gbr.mcp.server import run_stdio
 
         root = package_root(path)
         db_path = (db or default_db(root)).resolve()
         start_telemetry(db_path)  # never echoed: stdout carries the protocol
-        deps, max_bytes, ignore = walk_settings(db_path, include_deps, max_file_size)
-        settings = LocalSettings(root, db_path, deps, max_bytes, ignore)
-        run_stdio(local_index(settings, model_dir), on_stale=note_stale)
+        config = configure(root, db_path, include_deps=include_deps, max_file_size=max_file_size)
+        local = local_index(config.local_settings(), model_dir, config.device)
+        run_stdio(local, on_stale=note_stale)

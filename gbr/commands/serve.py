@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from gbr.commands.common import (
-    engine_settings,
+    configure,
     err,
     errors,
     load_model,
@@ -20,7 +20,6 @@ from gbr.commands.common import (
     package_root,
     parse_size,
     start_telemetry,
-    walk_settings,
 )
 from gbr.commands.options import (
     DbOption,
@@ -110,8 +109,14 @@ def serve(
             raise ConfigError(f"GBR_FAULTS: {exc}") from None
         human = not json_logs if json_logs is not None else _is_terminal(sys.stderr)
         start_telemetry(db_path, echo=True, human=human)
-        deps, max_bytes, ignore = walk_settings(db_path, include_deps, max_file_size)
-        cache, device = engine_settings(db_path, embed_cache, device)
+        package = configure(
+            root,
+            db_path,
+            include_deps=include_deps,
+            max_file_size=max_file_size,
+            embed_cache=embed_cache,
+            device=device,
+        )
         config = DaemonConfig(
             root=root,
             db=db_path,
@@ -119,11 +124,12 @@ def serve(
             port=port if port is not None else _default_port(DEFAULT_PORT),
             token=token or None,
             debounce_ms=debounce_ms,
-            include_deps=deps,
-            max_bytes=max_bytes,
-            ignore=ignore,
+            include_deps=package.include_deps,
+            max_bytes=package.max_bytes,
+            ignore=package.ignore,
             faults=faults,
-            embed_cache=cache,
+            embed_cache=package.embed_cache,
+            env=package.env,
         )
 
         def announce(info: DaemonInfo) -> None:
@@ -139,7 +145,7 @@ def serve(
 
         code = run_daemon(
             config,
-            lambda: load_model(model_dir, device),
+            lambda: load_model(model_dir, package.device),
             announce,
             note,
             allow_hosts=allow_host or (),

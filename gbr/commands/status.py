@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
 from gbr.commands.common import (
-    engine_settings,
+    configure,
     errors,
     find_db,
     local_index,
     note_stale,
     out,
-    package_settings,
 )
 from gbr.commands.options import (
     DbOption,
@@ -25,7 +23,7 @@ from gbr.commands.options import (
 )
 
 if TYPE_CHECKING:
-    pass
+    from gbr.core.embed_cache import CacheConfig
 
 
 def status(
@@ -35,11 +33,12 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with errors(debug) as command:
-        from gbr.access import LocalSettings, chosen
+        from gbr.access import chosen
         from gbr.core.snapshot import lock_holder
 
         db_path = command.db = find_db(db)
-        local = local_index(LocalSettings(db_path.parent.parent, db_path), None)
+        config = configure(db_path.parent.parent, db_path)
+        local = local_index(config.local_settings(), None)
         with chosen(local, note_stale) as index:
             report = index.status()
             here = index.via is None
@@ -47,8 +46,8 @@ def status(
             holder = lock_holder(db_path)
             if holder is not None and holder[1] == "index":
                 report["index_run_pid"] = holder[0]  # the figures are of the last complete run
-        report["settings"] = package_settings(db_path).as_dict()
-        report["embed_cache"] = _cache_report(db_path, report.get("last_run"))
+        report["settings"] = config.settings.as_dict()
+        report["embed_cache"] = _cache_report(config.embed_cache, report.get("last_run"))
         if json_out:
             from gbr.commands.output import stamped
 
@@ -99,11 +98,11 @@ def status(
             )
 
 
-def _cache_report(db_path: Path, last_run: dict[str, Any] | None) -> dict[str, Any]:
+def _cache_report(cache: CacheConfig | None, last_run: dict[str, Any] | None) -> dict[str, Any]:
     """The shared embed cache for `status`: where, how big, and the last run's hits."""
     from gbr.core.embed_cache import describe
 
-    report = describe(engine_settings(db_path, None, "cpu")[0])
+    report = describe(cache)
     if last_run:
         report["last_run_hits"] = last_run.get("cache_hits", 0)
         report["last_run_misses"] = last_run.get("cache_misses", 0)

@@ -36,14 +36,45 @@ def context_header(chunk: Chunk) -> str:
     return f"{head}\n{doc_line}" if doc_line else head
 
 
+_FENCE = re.compile(r"```.*?(```|$)", re.DOTALL)
+_TAG = re.compile(r"</?[A-Za-z][^>]*>")
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_DOC_LINE = re.compile(r"^\s*///.*(\n|$)", re.MULTILINE)
+
+
+def doc_prose(doc: str) -> str:
+    """The prose of a doc comment: fenced examples, HTML tags and link targets removed.
+
+    Why: libraries written by others put long usage examples and `<details>` blocks in
+    their docs; embedded as they are, they fill the model's window with code that says
+    little about what the function does, and push its own code out of the window.
+    """
+    text = _LINK.sub(r"\1", _TAG.sub(" ", _FENCE.sub(" ", doc)))
+    return " ".join(text.split())
+
+
+def without_doc_lines(text: str) -> str:
+    """The chunk's code without its `///` lines (the doc is given once, cleaned, above)."""
+    return _DOC_LINE.sub("", text)
+
+
 DEFAULT_EMBED_FORMAT = "header"
 
 
 def embed_text(chunk: Chunk, embed_format: str = DEFAULT_EMBED_FORMAT) -> str:
-    """The code, after a line naming module, kind, name and signature unless format is plain."""
+    """The code, after a line naming module, kind, name and signature unless format is plain.
+
+    `prose` (for bench/eval.py) gives the doc once, as prose (doc_prose), above the code
+    without its `///` lines; on the devcorpus dev half it did worse than `header` (dense
+    R@5 0.869 -> 0.857, MRR@10 0.693 -> 0.654): the examples in docs name the function and
+    show it in use, which the model matches well."""
     if embed_format == "header":
         # The context header already carries the signature that later parts repeat.
         return f"{context_header(chunk)}\n{chunk.text}"
+    if embed_format == "prose":
+        head = f"{chunk.module} {chunk.kind} {chunk.name}: {chunk.signature}"
+        doc = doc_prose(chunk.doc)
+        return "\n".join(t for t in (head, doc, without_doc_lines(chunk.text)) if t)
     return f"{chunk.header}\n{chunk.text}" if chunk.header else chunk.text
 
 
@@ -55,7 +86,7 @@ HEADER_RESERVE = 48
 def chunk_budget(window: int, embed_format: str = DEFAULT_EMBED_FORMAT) -> int:
     """Tokens of code a chunk may hold so that what is embedded fits the model's window."""
     budget = window - 2  # [CLS] and [SEP]
-    return budget - HEADER_RESERVE if embed_format == "header" else budget
+    return budget if embed_format == "plain" else budget - HEADER_RESERVE
 
 
 # How often each field is repeated in the BM25 text, per search-text variant: name, module,

@@ -18,7 +18,6 @@ used vectors go first. GBR_EMBED_CACHE=off (or `index --no-embed-cache`) turns i
 from __future__ import annotations
 
 import contextlib
-import os
 import sqlite3
 import threading
 import time
@@ -53,20 +52,24 @@ class CacheConfig:
     max_bytes: int = DEFAULT_MAX_BYTES
 
 
-def cache_home(env: Mapping[str, str]) -> Path:
-    """gbr's home for its own files: GBR_HOME, else the user's cache folder."""
+def cache_home(env: Mapping[str, str]) -> Path | None:
+    """gbr's home for its own files: GBR_HOME, else the user's cache folder, both read from
+    `env` only; None when `env` names no home at all."""
     home = env.get("GBR_HOME")
     if home:
         return Path(home).expanduser()
     xdg = env.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "gbr"
+    if xdg:
+        return Path(xdg).expanduser() / "gbr"
+    user = env.get("HOME")
+    return Path(user) / ".cache" / "gbr" if user else None
 
 
-def cache_config(env: Mapping[str, str] | None = None) -> CacheConfig | None:
-    """The cache the environment asks for, or None when GBR_EMBED_CACHE turns it off."""
-    env = os.environ if env is None else env
-    if env.get(SWITCH_ENV, "").strip().lower() in _OFF:
+def cache_config(env: Mapping[str, str]) -> CacheConfig | None:
+    """The cache the environment asks for, or None when GBR_EMBED_CACHE turns it off (or
+    `env` names no home to keep it in)."""
+    home = cache_home(env)
+    if home is None or env.get(SWITCH_ENV, "").strip().lower() in _OFF:
         return None
     size_text = env.get(SIZE_ENV, "").strip()
     max_bytes = DEFAULT_MAX_BYTES
@@ -77,7 +80,7 @@ def cache_config(env: Mapping[str, str] | None = None) -> CacheConfig | None:
             max_bytes = parse_size(size_text)
         except ValueError as exc:
             raise ConfigError(f"{SIZE_ENV}={size_text!r}: must be {exc}") from None
-    return CacheConfig(cache_home(env) / CACHE_FILE, max_bytes)
+    return CacheConfig(home / CACHE_FILE, max_bytes)
 
 
 @dataclass(slots=True)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError
 
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -49,11 +51,14 @@ def resolve_model_files(
     model_dir: str | os.PathLike[str] | None = None,
     onnx: str | os.PathLike[str] | None = None,
     tokenizer: str | os.PathLike[str] | None = None,
+    *,
+    env: Mapping[str, str] = NO_ENV,
 ) -> ModelFiles:
-    """Explicit paths win, then GBR_MODEL_DIR / GBR_MODEL_ONNX / GBR_TOKENIZER, then the default."""
-    model_dir = model_dir or os.environ.get("GBR_MODEL_DIR")
-    onnx = onnx or os.environ.get("GBR_MODEL_ONNX")
-    tokenizer = tokenizer or os.environ.get("GBR_TOKENIZER")
+    """Explicit paths win, then GBR_MODEL_DIR / GBR_MODEL_ONNX / GBR_TOKENIZER in `env`, then
+    the default."""
+    model_dir = model_dir or env.get("GBR_MODEL_DIR")
+    onnx = onnx or env.get("GBR_MODEL_ONNX")
+    tokenizer = tokenizer or env.get("GBR_TOKENIZER")
     if model_dir:
         onnx = onnx or Path(model_dir) / "model.onnx"
         tokenizer = tokenizer or Path(model_dir) / "tokenizer.json"

@@ -43,13 +43,12 @@ def package_root(path: Path) -> Path:
     return root
 
 
-def ceilings(env: Mapping[str, str] | None = None) -> frozenset[Path]:
+def ceilings(env: Mapping[str, str]) -> frozenset[Path]:
     """Folders the upward search never climbs into: home, `/`, and GBR_CEILING_DIRECTORIES.
 
     Relative entries are ignored, as git ignores them: a ceiling that moves with the current
     folder would be a surprise.
     """
-    env = os.environ if env is None else env
     found = {Path("/")}
     home = env.get("HOME")
     if home and Path(home).is_absolute():
@@ -60,7 +59,7 @@ def ceilings(env: Mapping[str, str] | None = None) -> frozenset[Path]:
     return frozenset(found)
 
 
-def search_folders(start: Path, env: Mapping[str, str] | None = None) -> Iterator[Path]:
+def search_folders(start: Path, env: Mapping[str, str]) -> Iterator[Path]:
     """The folders the upward search looks in, nearest first, ceilings applied."""
     stops = ceilings(env)
     folder = start.resolve()
@@ -77,7 +76,7 @@ def search_folders(start: Path, env: Mapping[str, str] | None = None) -> Iterato
         folder = parent
 
 
-def find_index(start: Path, env: Mapping[str, str] | None = None) -> Path:
+def find_index(start: Path, env: Mapping[str, str]) -> Path:
     """The nearest `.gbr/index.duckdb` from `start` upwards, or a ConfigError that says where
     the search stopped and how to go on."""
     last = start
@@ -91,13 +90,12 @@ def find_index(start: Path, env: Mapping[str, str] | None = None) -> Path:
     )
 
 
-def wide_folder(root: Path, env: Mapping[str, str] | None = None) -> str | None:
+def wide_folder(root: Path, env: Mapping[str, str]) -> str | None:
     """Why indexing `root` may walk far more than a package, or None when it looks like one.
 
     The filesystem root and the home folder always qualify; any other folder does when no
     `gleam.toml` sits in it or below within PACKAGE_DEPTH levels.
     """
-    env = os.environ if env is None else env
     home = env.get("HOME")
     if root == Path(root.anchor):
         return f"{root} is the filesystem root"

@@ -149,6 +149,10 @@ class Priors:
     definitions; `module_howto` multiplies module chunks for how-to questions, `howto_type`
     type chunks for them ("how do I ..." is answered by a function to call); `literal`
     multiplies chunks whose code holds the query's phrase verbatim (see literal_phrase).
+    `prose_type` multiplies type chunks for the other prose questions (intent `nl`: no type
+    or shape words, no "how do I"): a sentence describing what happens, "parse a connection
+    string into pool settings", is answered by the function that does it, and a record type
+    full of the same nouns outranked it in a quarter of the dev half's misses.
     `wide_types` widens what counts as a type question (see query_intent). `central` is the
     factor for the most referenced definition of the index, and scales down to 1.0 for one
     nothing references; `central_by` is how centrality is read: `callers` (how many
@@ -161,6 +165,7 @@ class Priors:
     private: float = 1.0
     module_howto: float = 1.0
     howto_type: float = 1.0
+    prose_type: float = 1.0
     literal: float = 1.0
     wide_types: bool = False
     central: float = 1.0
@@ -187,20 +192,23 @@ class Priors:
         f = 1.0 + (self.central - 1.0) * centrality
         if self.tests == "demote" and is_aside(path, name):
             f *= self.aside
-        if intent == "type" and kind in ("type", "type_alias", "external_type"):
+        if intent == "type" and kind in _TYPE_KINDS:
             f *= self.type_lean
         if visibility == "private":
             f *= self.private
         if intent == "howto" and kind == "module":
             f *= self.module_howto
-        if intent == "howto" and kind in ("type", "type_alias", "external_type"):
+        if intent == "howto" and kind in _TYPE_KINDS:
             f *= self.howto_type
+        if intent == "nl" and kind in _TYPE_KINDS:
+            f *= self.prose_type
         if verbatim:
             f *= self.literal
         return f
 
 
 NO_PRIORS = Priors(tests="include", aside=1.0)
+_TYPE_KINDS = frozenset({"type", "type_alias", "external_type"})
 
 
 Node = tuple[str, str]  # (module, name) of a definition

@@ -22,6 +22,7 @@ import numpy as np
 
 from gbr.core import telemetry
 from gbr.core.embedder import onnx_session
+from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError
 from gbr.core.llm.base import Message
 from gbr.core.records import Hit
@@ -354,11 +355,14 @@ def ask_reranker_spec(
     return None if spec.strip().lower() == "llm" and model is None else spec
 
 
-def load_reranker(spec: str | None, model: CompletionModel | None) -> Reranker | None:
+def load_reranker(
+    spec: str | None, model: CompletionModel | None, env: Mapping[str, str] = NO_ENV
+) -> Reranker | None:
     """The reranker a setting names, or None for no reranking.
 
     `llm` uses `model`; `cross-encoder:DIR`, or a bare folder path, loads a local model;
-    `cross-encoder` alone reads the folder from GBR_RERANK_MODEL_DIR; none/off disable.
+    `cross-encoder` alone reads the folder from GBR_RERANK_MODEL_DIR in `env`; none/off
+    disable.
     """
     if spec is None or spec.strip().lower() in _OFF:
         return None
@@ -372,7 +376,7 @@ def load_reranker(spec: str | None, model: CompletionModel | None) -> Reranker |
         return LlmReranker(model)
     kind, _, rest = spec.partition(":")
     if kind.lower() == "cross-encoder":
-        return CrossEncoderReranker(_cross_encoder_dir(rest.strip()))
+        return CrossEncoderReranker(_cross_encoder_dir(rest.strip(), env))
     if _looks_like_path(spec):
         return CrossEncoderReranker(Path(spec))
     raise ConfigError(
@@ -380,8 +384,8 @@ def load_reranker(spec: str | None, model: CompletionModel | None) -> Reranker |
     )
 
 
-def _cross_encoder_dir(given: str) -> Path:
-    folder = given or os.environ.get(RERANK_MODEL_DIR_ENV, "").strip()
+def _cross_encoder_dir(given: str, env: Mapping[str, str]) -> Path:
+    folder = given or env.get(RERANK_MODEL_DIR_ENV, "").strip()
     if not folder:
         raise ConfigError(
             f"the cross-encoder reranker needs a model folder; use cross-encoder:DIR "

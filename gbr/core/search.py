@@ -6,7 +6,6 @@ scores. The default is whichever scored best on our eval sets (see bench/eval.py
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,6 +16,7 @@ import numpy as np
 
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
+from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError, IndexEmptyError
 from gbr.core.graph.store import GraphReader
 from gbr.core.priors import (
@@ -89,6 +89,8 @@ def looks_like_code(query: str) -> bool:
 
 
 FusionMethod = Literal["cc", "rrf"]
+# How the convex combination scales each list's scores before mixing them (see `scaled`).
+Norm = Literal["minmax", "z", "max"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +107,7 @@ class Fusion:
     code_alpha: float = 0.5
     depth: int = 50  # candidates taken from each ranking
     rrf_k: int = RRF_K
+    norm: Norm = "minmax"
 
     def weights(self, query: str) -> dict[str, float]:
         alpha = self.code_alpha if looks_like_code(query) else self.alpha
@@ -115,16 +118,18 @@ class Fusion:
         if self.method == "rrf":
             ids = {name: [doc for doc, _ in ranking] for name, ranking in rankings.items()}
             return rrf(ids, k=self.rrf_k, weights=weights)
-        return convex(rankings, weights)
+        return convex(rankings, weights, self.norm)
 
 
 Ranked = list[tuple[int, float]]
 
 
 def convex(
-    rankings: Mapping[str, Sequence[tuple[int, float]]], weights: Mapping[str, float]
+    rankings: Mapping[str, Sequence[tuple[int, float]]],
+    weights: Mapping[str, float],
+    norm: Norm = "minmax",
 ) -> Ranked:
-    """Sum of weight x score, each list's scores min-max scaled to [0, 1] (absent = 0).
+    """Sum of weight x score, each list's scores scaled by `norm` (absent = 0).
 
     Unlike RRF it keeps how far apart the scores are, so a clear dense winner is not
     dragged down by a noisy BM25 list. A one-item list scales its item to 1.
@@ -133,13 +138,26 @@ def convex(
     for name, ranking in rankings.items():
         if not ranking:
             continue
-        scores = [s for _, s in ranking]
-        hi, lo = max(scores), min(scores)
         weight = weights.get(name, 1.0)
-        for doc, s in ranking:
-            scaled = (s - lo) / (hi - lo) if hi > lo else 1.0
-            fused[doc] = fused.get(doc, 0.0) + weight * scaled
+        values = scaled([s for _, s in ranking], norm)
+        for (doc, _), value in zip(ranking, values, strict=True):
+            fused[doc] = fused.get(doc, 0.0) + weight * value
     return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def scaled(scores: Sequence[float], norm: Norm) -> list[float]:
+    """One list's scores on a common scale: `minmax` to [0, 1] (the last of the list is 0,
+    however close it is to the first), `max` as a share of the best (a long flat list stays
+    high, a steep one falls), `z` in standard deviations above the list's mean, floored at
+    0 so that a missing document and a poor one count alike."""
+    hi, lo = max(scores), min(scores)
+    if norm == "max":
+        return [s / hi if hi > 0 else 1.0 for s in scores]
+    if norm == "z":
+        mean = sum(scores) / len(scores)
+        sd = (sum((s - mean) ** 2 for s in scores) / len(scores)) ** 0.5
+        return [max(0.0, (s - mean) / sd) if sd > 0 else 1.0 for s in scores]
+    return [(s - lo) / (hi - lo) if hi > lo else 1.0 for s in scores]
 
 
 # The name the front doors use for the filter record (gbr.core.records.SearchFilter).
@@ -159,10 +177,11 @@ class Ranking:
     pool: int = 30
 
     @classmethod
-    def default(cls, env: Mapping[str, str] | None = None) -> Ranking:
+    def default(cls, env: Mapping[str, str] = NO_ENV) -> Ranking:
         """The shipped defaults (chosen on the devcorpus dev half, see bench/eval.py); the
-        learned ranker is off unless GBR_RANKER says `on` (the shipped file) or names one."""
-        setting = (os.environ if env is None else env).get(RANKER_ENV, "").strip()
+        learned ranker is off unless GBR_RANKER in `env` says `on` (the shipped file) or
+        names one."""
+        setting = env.get(RANKER_ENV, "").strip()
         if setting.lower() in ("", "off", "none"):
             return cls(priors=DEFAULT_PRIORS)
         path = DEFAULT_RANKER_PATH if setting.lower() == "on" else Path(setting).expanduser()

@@ -17,3 +17,27 @@ def parse_size(text: str) -> int:
     if value <= 0:
         raise ValueError("a positive size like 500k, 2MB or 1000000")
     return int(value)
+
+
+def option_size(text: str, option: str) -> int:
+    """Bytes in `text`, given as `option` (a flag or a setting); a ConfigError that names it
+    and the fix otherwise."""
+    from gbr.core.errors import ConfigError
+
+    try:
+        return parse_size(text)
+    except ValueError:
+        pass
+    if text.strip() and _looks_numeric(text):
+        raise ConfigError(f"{option} must be positive")
+    raise ConfigError(f"cannot read size {text!r}; write it like 500k, 2MB or 1000000")
+
+
+def _looks_numeric(text: str) -> bool:
+    raw = text.strip().lower()
+    number = raw.rstrip("kmb")
+    try:
+        float(number)
+    except ValueError:
+        return False
+    return raw[len(number) :] in _UNITS

@@ -229,8 +229,9 @@ def unchanged_summary(
 
     It walks and hashes as the pipeline's walker does: same files, same hashes, same model
     and chunker (`want`, the meta `Store.prepare` checks), same root, and a fresh full-text
-    index. A file that failed before and is unchanged fails again, so it is reported as
-    dropped with its stored reason (the line and column are not stored).
+    index built with today's settings. A file that failed before and is unchanged fails
+    again, so it is reported as dropped with its stored reason (the line and column are not
+    stored).
     """
     started = time.monotonic()
     if not db.is_file():
@@ -240,7 +241,7 @@ def unchanged_summary(
         wanted = {"schema_version": SCHEMA_VERSION, "root": str(root), **want}
         if any(meta.get(k) != v for k, v in wanted.items()):
             return None
-        if not store.has_fulltext() or store.fulltext_stale():
+        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated():
             return None
         states = store.file_states()
         failed = {f.path: f for f in store.failed_files()}

@@ -398,6 +398,12 @@ class Store:
         return self.meta().get("fulltext_stale") == "1"
 
     @guarded
+    def fulltext_outdated(self, config: FtsConfig = DEFAULT_FTS) -> bool:
+        """Whether the full-text index was built with other settings (another gbr's default,
+        or an eval variant's), so that the next run rebuilds it even when no file changed."""
+        return self.meta().get("fulltext_config") != config.pragma()
+
+    @guarded
     def checkpoint(self, wait: float = 0.0) -> bool:
         """Fold the WAL into the file; False when other connections stayed busy for `wait` s.
 

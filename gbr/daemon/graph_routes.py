@@ -14,8 +14,8 @@ from fastapi import FastAPI, Query
 from fastapi.params import Depends
 
 from gbr.core.errors import GraphMissingError, IndexEmptyError, NameNotFoundError
+from gbr.core.graph.model import MAX_DEPTH
 from gbr.core.graph.questions import answer
-from gbr.core.graph.store import MAX_DEPTH
 from gbr.daemon.gate import error_response
 
 Name = Annotated[

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -31,8 +31,9 @@ from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.pykka_gaps import queued
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
 from gbr.core.changes import ChangeSet
-from gbr.core.embed_cache import CacheConfig, cache_config
+from gbr.core.embed_cache import CacheConfig
 from gbr.core.embedder import OnnxEmbedder
+from gbr.core.environ import NO_ENV
 from gbr.core.errors import (
     ConfigError,
     DaemonError,
@@ -53,7 +54,7 @@ from gbr.core.oracle import (
 from gbr.core.paths import check_root
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import default_reranker_spec
-from gbr.core.search import Filter, Mode, Searcher
+from gbr.core.search import Filter, Mode, Ranking, Searcher
 from gbr.core.store import Store, ThreadLocalStore, status_report
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES
@@ -75,7 +76,10 @@ class DaemonConfig:
     max_bytes: int = DEFAULT_MAX_BYTES
     ignore: tuple[str, ...] = ()  # the package's `ignore` setting
     faults: FaultPlan | None = None  # crash drills (GBR_FAULTS), never set in normal use
-    embed_cache: CacheConfig | None = field(default_factory=cache_config)  # None: off
+    embed_cache: CacheConfig | None = None  # None: off
+    # The environment `serve` read at start-up: provider keys, the ranker and reranker
+    # settings. Nothing below reads the process environment itself.
+    env: Mapping[str, str] = field(default_factory=lambda: NO_ENV, repr=False)
 
 
 @dataclass
@@ -124,7 +128,7 @@ class Daemon:
         self.pipeline_restarts = 0
         self.pipeline_dead_letters = 0
         self._cancel = threading.Event()
-        self.oracles = Oracles(self.supervisor, os.environ)
+        self.oracles = Oracles(self.supervisor, config.env)
         self._waiting: set[Future[IndexSummary]] = set()
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
         self._answering_lock = threading.Lock()
@@ -144,7 +148,7 @@ class Daemon:
             base.close()
             raise
         self.store = ThreadLocalStore(base)
-        self.searcher = Searcher(self.store, self.model)
+        self.searcher = Searcher(self.store, self.model, ranking=Ranking.default(self.config.env))
         self.indexer = start_indexer(
             self.supervisor, self._run, self.config.faults, self._cancel, self._index_report
         )
@@ -327,7 +331,7 @@ class Daemon:
         missing: MissingKeyError | None = None
         turns = tuple(history)
         if not options.dry_run:
-            spec = default_reranker_spec(os.environ) if options.rerank else None
+            spec = default_reranker_spec(self.config.env) if options.rerank else None
             try:
                 oracle = self._oracle((True, provider, model, spec))
                 return AskPlan(question, options, oracle, None, turns)
@@ -346,7 +350,7 @@ class Daemon:
         (`configured` false), an unknown provider name a ConfigError.
         """
         try:
-            llm = open_provider(LlmChoice(provider, model), os.environ)
+            llm = open_provider(LlmChoice(provider, model), self.config.env)
         except MissingKeyError as exc:
             return {"provider": exc.provider, "model": None, "configured": False, "error": str(exc)}
         try:

@@ -16,7 +16,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from gbr.access import CodeIndex
-from gbr.core.graph.store import MAX_DEPTH
+from gbr.core.graph.model import MAX_DEPTH
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 NameField = Annotated[

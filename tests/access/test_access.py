@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,9 @@ def test_with_no_daemon_the_chooser_gives_the_local_index_and_clears_a_stale_fil
 ) -> None:
     db = tmp_path / ".gbr" / "index.duckdb"
     db.parent.mkdir()
-    local = LocalIndex(LocalSettings(tmp_path, db), lambda: pytest.fail("no model is needed"))
+    local = LocalIndex(
+        LocalSettings(tmp_path, db), lambda: pytest.fail("no model is needed"), env=os.environ
+    )
     assert choose(local) is local
     write_discovery(DaemonInfo(dead_pid(), "127.0.0.1", 1, str(db), str(tmp_path), 0.0, False))
     heard: list[str] = []
@@ -39,7 +42,9 @@ def test_with_no_daemon_the_chooser_gives_the_local_index_and_clears_a_stale_fil
 
 
 def test_a_missing_index_is_said_by_whoever_reads_it(tmp_path: Path) -> None:
-    local = LocalIndex(LocalSettings(tmp_path), lambda: pytest.fail("no model is needed"))
+    local = LocalIndex(
+        LocalSettings(tmp_path), lambda: pytest.fail("no model is needed"), env=os.environ
+    )
     assert not local.has_index()
     assert local.db == tmp_path / ".gbr" / "index.duckdb"
     with pytest.raises(StoreError, match=r"no index at .*; run `gleambrctl index` first"):
@@ -58,7 +63,7 @@ def test_answers_and_outcomes_are_frozen_and_copied_with_replace() -> None:
 def test_found_iterates_its_hits_and_round_trips_the_search_json(
     small_example: Path, model: OnnxEmbedder
 ) -> None:
-    local = LocalIndex(LocalSettings(small_example, keep_open=True), lambda: model)
+    local = LocalIndex(LocalSettings(small_example, keep_open=True), lambda: model, env=os.environ)
     try:
         summary = local.index()
         assert summary.files_indexed == 5
@@ -83,7 +88,7 @@ def test_found_iterates_its_hits_and_round_trips_the_search_json(
 def test_a_kept_open_index_lets_go_to_index_and_sees_the_new_content(
     small_example: Path, model: OnnxEmbedder
 ) -> None:
-    local = LocalIndex(LocalSettings(small_example, keep_open=True), lambda: model)
+    local = LocalIndex(LocalSettings(small_example, keep_open=True), lambda: model, env=os.environ)
     try:
         local.index()
         assert local.status()["files_ok"] == 5

@@ -8,6 +8,7 @@ from gbr.core.chunk_text import (
     HEADER_RESERVE,
     chunk_budget,
     code_words,
+    doc_prose,
     embed_text,
     search_text,
     split_identifier,
@@ -83,3 +84,20 @@ def test_plain_embed_text_keeps_the_part_header_above_the_code() -> None:
 def test_chunk_budget_leaves_room_for_the_header() -> None:
     assert chunk_budget(256, "plain") == 254
     assert chunk_budget(256, "header") == 254 - HEADER_RESERVE
+
+
+def test_doc_prose_drops_examples_tags_and_link_targets() -> None:
+    doc = (
+        "Split on the [pattern](https://example.org/re). <details> <summary>Examples</summary> "
+        '```gleam regexp.split(re, "a,b") ``` </details>'
+    )
+    assert doc_prose(doc) == "Split on the pattern. Examples"
+
+
+def test_prose_embed_text_gives_the_doc_once_above_the_code_without_its_comments() -> None:
+    text = "/// The fine owed for a late loan.\n/// ```gleam\n/// x\n/// ```\npub fn f() {\n  0\n}"
+    doc = "The fine owed for a late loan. ```gleam x ```"
+    lines = embed_text(chunk(text=text, doc=doc), "prose").splitlines()
+    assert "shelf/loan" in lines[0] and "calculate_fine" in lines[0]
+    assert lines[1:] == ["The fine owed for a late loan.", "pub fn f() {", "  0", "}"]
+    assert chunk_budget(256, "prose") == chunk_budget(256, "header")

@@ -3,6 +3,7 @@ and two real processes writing it at once."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -48,11 +49,19 @@ def test_a_second_package_is_served_from_the_cache(
 ) -> None:
     other = tmp_path / "other"
     shutil.copytree(small_example, other)
-    first = run_index(IndexOptions(root=small_example, db=tmp_path / "a.duckdb"), model)
+    first = run_index(
+        IndexOptions(
+            root=small_example, db=tmp_path / "a.duckdb", embed_cache=cache_config(os.environ)
+        ),
+        model,
+    )
     assert first.chunks_embedded == first.chunks > 0
     assert (first.cache_hits, first.cache_misses) == (0, first.chunks)
 
-    second = run_index(IndexOptions(root=other, db=tmp_path / "b.duckdb"), model)
+    second = run_index(
+        IndexOptions(root=other, db=tmp_path / "b.duckdb", embed_cache=cache_config(os.environ)),
+        model,
+    )
 
     assert second.chunks == first.chunks
     assert second.chunks_embedded == 0  # every text was embedded once, for the first index
@@ -66,12 +75,16 @@ def test_a_chunker_bump_embeds_only_the_texts_that_changed(
     small_example: Path, model: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "index.duckdb"
-    first = run_index(IndexOptions(root=small_example, db=db), model)
+    first = run_index(
+        IndexOptions(root=small_example, db=db, embed_cache=cache_config(os.environ)), model
+    )
     with (small_example / "src/bookshelf/isbn.gleam").open("a") as handle:
         handle.write("\npub fn brand_new_after_the_bump() -> Int {\n  7\n}\n")
     monkeypatch.setattr(pipeline, "CHUNKER_VERSION", "bumped-for-a-test")
 
-    again = run_index(IndexOptions(root=small_example, db=db), model)
+    again = run_index(
+        IndexOptions(root=small_example, db=db, embed_cache=cache_config(os.environ)), model
+    )
 
     assert again.reindex_reason  # the tables were wiped: every file was chunked again
     assert again.files_indexed == first.files_indexed
@@ -82,7 +95,7 @@ def test_a_chunker_bump_embeds_only_the_texts_that_changed(
 def test_off_means_no_file_and_no_hits(
     small_example: Path, model: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    config = cache_config()
+    config = cache_config(os.environ)
     assert config is not None and not config.path.exists()
     summary = run_index(
         IndexOptions(root=small_example, db=tmp_path / "i.duckdb", embed_cache=None), model

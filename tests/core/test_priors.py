@@ -126,6 +126,9 @@ def test_priors_factor_each_switch_alone() -> None:
     assert Priors(howto_type=0.5).factor("howto", "src/a.gleam", "T", "type", "pub") == 0.5
     assert Priors(howto_type=0.5).factor("type", "src/a.gleam", "T", "type", "pub") == 1.0
     assert Priors(howto_type=0.5).factor("howto", *lib) == 1.0
+    assert Priors(prose_type=0.5).factor("nl", "src/a.gleam", "T", "type_alias", "pub") == 0.5
+    assert Priors(prose_type=0.5).factor("howto", "src/a.gleam", "T", "type", "pub") == 1.0
+    assert Priors(prose_type=0.5).factor("nl", *lib) == 1.0
     assert Priors(literal=2.0).factor("nl", *lib, verbatim=True) == 2.0
     assert Priors(literal=2.0).factor("nl", *lib) == 1.0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -316,7 +317,7 @@ def test_load_reranker_cross_encoder_forms(tiny_dir: Path, monkeypatch: pytest.M
     assert isinstance(load_reranker(f"cross-encoder:{tiny_dir}", None), CrossEncoderReranker)
     assert isinstance(load_reranker(str(tiny_dir), None), CrossEncoderReranker)
     monkeypatch.setenv("GBR_RERANK_MODEL_DIR", str(tiny_dir))
-    reranker = load_reranker("cross-encoder", None)
+    reranker = load_reranker("cross-encoder", None, os.environ)
     assert isinstance(reranker, CrossEncoderReranker)
     assert reranker.name == f"cross-encoder:{tiny_dir.name}"
 
@@ -324,7 +325,7 @@ def test_load_reranker_cross_encoder_forms(tiny_dir: Path, monkeypatch: pytest.M
 def test_load_reranker_cross_encoder_without_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GBR_RERANK_MODEL_DIR", raising=False)
     with pytest.raises(ConfigError, match="GBR_RERANK_MODEL_DIR"):
-        load_reranker("cross-encoder", None)
+        load_reranker("cross-encoder", None, os.environ)
 
 
 def test_load_reranker_missing_path(tmp_path: Path) -> None:

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gbr.core.search import Filter, Fusion, convex, looks_like_code, rrf, top_k_cosine
+from gbr.core.search import (
+    Filter,
+    Fusion,
+    convex,
+    looks_like_code,
+    rrf,
+    scaled,
+    top_k_cosine,
+)
 from gbr.core.store_queries import filter_sql
 
 
@@ -76,6 +84,25 @@ def test_convex_keeps_a_clear_dense_winner_that_rrf_would_tie() -> None:
     ids = {name: [doc for doc, _ in r] for name, r in rankings.items()}
     first, second = rrf(ids)[:2]
     assert first[1] == pytest.approx(second[1])  # RRF sees a tie
+
+
+def test_scaled_max_keeps_a_flat_list_high_and_z_floors_below_the_mean_at_zero() -> None:
+    flat, steep = [0.62, 0.60, 0.58], [0.9, 0.3, 0.1]
+    assert scaled(flat, "minmax") == pytest.approx([1.0, 0.5, 0.0])
+    assert scaled(flat, "max") == pytest.approx([1.0, 0.60 / 0.62, 0.58 / 0.62])
+    assert scaled(steep, "max")[2] < scaled(flat, "max")[2]
+    z = scaled(steep, "z")
+    assert z[0] > 1.0 and z[1] == 0.0 and z[2] == 0.0
+    assert scaled([2.0, 2.0], "z") == [1.0, 1.0]
+
+
+def test_fusion_norm_changes_which_list_wins_a_close_call() -> None:
+    """Document 2 is a close second in a flat dense list and first in BM25: min-max stretches
+    the dense gap to half the scale, so dense's first stays first; max scaling keeps the near
+    tie a near tie, and BM25 decides it."""
+    rankings = {"dense": [(1, 0.62), (2, 0.60), (3, 0.58)], "bm25": [(2, 4.0), (1, 3.0)]}
+    assert Fusion(norm="minmax").fuse("a sentence", rankings)[0][0] == 1
+    assert Fusion(norm="max").fuse("a sentence", rankings)[0][0] == 2
 
 
 def test_convex_of_a_single_item_list_scales_it_to_one() -> None:

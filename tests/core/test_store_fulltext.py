@@ -231,3 +231,34 @@ def test_an_index_without_postings_still_ranks_and_gets_them_at_the_next_update(
         assert store.update_fulltext() == "rebuilt"
         assert store.bm25("isbn", 20) == before
         assert store.con.execute(f"SELECT count(*) FROM {FTS}.postings").fetchone()[0] > 0
+
+
+def test_the_default_index_folds_plurals_and_one_without_a_stemmer_does_not(
+    edited_index: Path,
+) -> None:
+    """Porter by default (issue 10 measured no stemmer and kept it): `adjustments`, which no
+    code spells, finds the code that says `adjustment`; without a stemmer it finds nothing."""
+    with Store.open(edited_index) as store:
+        assert store.bm25("adjustment", 5)
+        assert store.bm25("adjustments", 5) == store.bm25("adjustment", 5)
+        assert store.update_fulltext(FtsConfig(stemmer="none")) == "rebuilt"
+        assert store.bm25("adjustments", 5) == []
+        assert store.update_fulltext() == "rebuilt"
+        assert store.bm25("adjustments", 5) == store.bm25("adjustment", 5)
+
+
+def test_a_run_that_changes_no_file_rebuilds_an_index_built_with_other_settings(
+    edited_template: Path, edited_index: Path, model: OnnxEmbedder
+) -> None:
+    """A new default reaches an existing index at its next `index` run, even when no file
+    changed (before, it waited for some file to change); searches before it keep the
+    settings the index was built with."""
+    with Store.open(edited_index) as store:
+        store.update_fulltext(FtsConfig(stemmer="none"))
+        assert store.fulltext_outdated() and store.bm25("adjustments", 5) == []
+    root = edited_template.parent / "bookshelf"
+    summary = run_index(IndexOptions(root=root, db=edited_index), model)
+    assert summary.files_indexed == 0
+    with Store.open(edited_index) as store:
+        assert not store.fulltext_outdated()
+        assert store.bm25("adjustments", 5) == store.bm25("adjustment", 5) != []

@@ -184,7 +184,7 @@ def start_small(base: Path, fake: FakeLlm, key: str, *args: str) -> RunningDaemo
 
 def index_once(root: Path, db: Path, model: OnnxEmbedder) -> None:
     """One full pass of `root` into `db` by an in-process Daemon, closed after."""
-    daemon = Daemon(DaemonConfig(root=root, db=db), model)
+    daemon = Daemon(DaemonConfig(root=root, db=db, env=os.environ), model)
     daemon.open()
     try:
         daemon.index_all()

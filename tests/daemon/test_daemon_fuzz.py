@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,7 +95,9 @@ def fake_env(monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLlm) -> Iterator[Fak
         for var, value in fake_llm.env(provider, KEY).items():
             monkeypatch.setenv(var, value)
         # A fuzzed `provider` may name any of them: each must resolve to the fake server.
-        assert resolve_settings(provider).base_url.startswith(fake_llm.url), provider
+        assert resolve_settings(provider, env=os.environ).base_url.startswith(fake_llm.url), (
+            provider
+        )
     yield fake_llm
     assert not fake_llm.errors
 
@@ -108,7 +111,7 @@ def serving(
     root, db = indexed
     copy = tmp_path / "index.duckdb"
     shutil.copy2(db, copy)
-    daemon = Daemon(DaemonConfig(root=root, db=copy, token=token), model)
+    daemon = Daemon(DaemonConfig(root=root, db=copy, token=token, env=os.environ), model)
     daemon.open()
     try:
         assert daemon.index_all().files_unchanged == 5

@@ -9,6 +9,7 @@ a proxy) and `--max-body 2MB`, so oversize bodies stay small enough to send quic
 
 from __future__ import annotations
 
+import os
 import re
 import select
 import shutil
@@ -200,7 +201,9 @@ def test_loopback_and_allowed_origins_are_served(daemon: RunningDaemon, origin: 
 @pytest.fixture
 def guarded(small_example: Path, model: OnnxEmbedder, tmp_path: Path) -> Iterator[TestClient]:
     """The real app over an opened (not indexed) Daemon that wants a token, in process."""
-    config = DaemonConfig(root=small_example, db=tmp_path / "index.duckdb", token="s3cret")
+    config = DaemonConfig(
+        root=small_example, db=tmp_path / "index.duckdb", token="s3cret", env=os.environ
+    )
     daemon = Daemon(config, model)
     daemon.open()
     try:
@@ -327,7 +330,7 @@ def test_search_during_the_first_pass_says_the_index_is_being_built(
     index_once(small_example, db, model)
     with Store.open(db) as store:  # the state of a first pass before its end
         store.con.execute("PRAGMA drop_fts_index('chunks')")
-    daemon = Daemon(DaemonConfig(root=small_example, db=db), model)
+    daemon = Daemon(DaemonConfig(root=small_example, db=db, env=os.environ), model)
     daemon.open()
     try:
         client = TestClient(

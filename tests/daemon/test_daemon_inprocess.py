@@ -6,6 +6,7 @@ a request whose work is dead-lettered must get an answer, not hang.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +30,9 @@ def make_daemon(
     made: list[Daemon] = []
 
     def make(faults: FaultPlan | None = None) -> tuple[Daemon, TestClient]:
-        config = DaemonConfig(root=small_example, db=tmp_path / "index.duckdb", faults=faults)
+        config = DaemonConfig(
+            root=small_example, db=tmp_path / "index.duckdb", faults=faults, env=os.environ
+        )
         daemon = Daemon(config, model)
         daemon.open()
         made.append(daemon)

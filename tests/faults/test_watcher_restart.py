@@ -37,6 +37,7 @@ def watching(
             db=tmp_path / "index.duckdb",
             debounce_ms=100,
             faults=parse_faults(faults),
+            env=os.environ,
         )
         daemon = Daemon(config, model)
         made.append(daemon)

@@ -5,6 +5,7 @@ chunks, so callers answer the new truth once search does)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import httpx
@@ -108,7 +109,9 @@ def test_an_unknown_name_before_the_first_pass_says_to_wait(
     from gbr.daemon.app import create_app
     from gbr.daemon.service import Daemon, DaemonConfig
 
-    daemon = Daemon(DaemonConfig(root=small_example, db=tmp_path / "index.duckdb"), model)
+    daemon = Daemon(
+        DaemonConfig(root=small_example, db=tmp_path / "index.duckdb", env=os.environ), model
+    )
     daemon.open()
     try:
         client = TestClient(create_app(daemon), base_url="http://127.0.0.1")

@@ -3,6 +3,7 @@ in-process to the real server, over a real index of the small example."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from tests.mcp_server.test_mcp_tools import call, session
 def server(small_example: Path, model: OnnxEmbedder) -> MCPServer:
     (small_example / "src" / "bookshelf" / "checker.gleam").write_text(CALLER)
     settings = LocalSettings(small_example, small_example / ".gbr" / "index.duckdb")
-    built = build_server(LocalIndex(settings, lambda: model), progress_every=0)
+    built = build_server(LocalIndex(settings, lambda: model, env=os.environ), progress_every=0)
     assert not call(built, "reindex").is_error
     return built
 

@@ -4,6 +4,7 @@ not pydantic's report with type codes and a URL."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from tests.mcp_server.conftest import text
 def call(tmp_path: Path, tool: str, arguments: dict[str, Any]) -> Any:
     # Arguments are checked before the tool runs: no index and no model are needed.
     settings = LocalSettings(tmp_path, tmp_path / ".gbr" / "index.duckdb")
-    server = build_server(LocalIndex(settings, lambda: None))  # type: ignore[arg-type,return-value]
+    server = build_server(LocalIndex(settings, lambda: None, env=os.environ))  # type: ignore[arg-type,return-value]
 
     async def run() -> Any:
         async with Client(server) as client:

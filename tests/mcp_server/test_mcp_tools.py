@@ -6,6 +6,7 @@ The index, the model and DuckDB are real; only the LLM is the fake server on 127
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -36,7 +37,7 @@ def package(small_example: Path) -> Path:
 @pytest.fixture
 def server(package: Path, model: OnnxEmbedder) -> MCPServer:
     settings = LocalSettings(package, package / ".gbr" / "index.duckdb")
-    return build_server(LocalIndex(settings, lambda: model), progress_every=0)
+    return build_server(LocalIndex(settings, lambda: model, env=os.environ), progress_every=0)
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# How many calls away callers and callees may follow; here, not in the store, so that the
-# command line can declare its option without importing DuckDB and the graph's readers.
+# How many calls away `callers --depth` and `callees --depth` may follow; declared here, in
+# the light module, so the CLI's option can name it without loading DuckDB.
 MAX_DEPTH = 10
 
 SymbolKind = Literal["function", "type", "type_alias", "constructor", "constant", "external_type"]

@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from gbr.core.errors import ConfigError
-from gbr.core.graph.store import MAX_DEPTH, GraphReader
+from gbr.core.graph.model import MAX_DEPTH
+from gbr.core.graph.store import GraphReader
 
 OPS = ("refs", "callers", "callees", "graph")
 

@@ -1,6 +1,6 @@
 """LLM providers for `gleambrctl ask`: Groq, Gemini and any OpenAI-compatible server.
 
-provider = get_provider()  # the first configured: groq, gemini, then openai
+provider = get_provider(env=os.environ)  # the first configured: groq, gemini, then openai
 for delta in provider.stream([Message("system", RULES), Message("user", question)]):
     print(delta, end="", flush=True)
 """

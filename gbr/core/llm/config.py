@@ -11,7 +11,6 @@ without editing it. Errors name the file and the key, never a value, since value
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,21 +28,27 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def config_path(env: Mapping[str, str]) -> Path:
-    """`$GBR_HOME/config.toml`, else `~/.config/gbr/config.toml`.
-
-    GBR_HOME is looked up in `env`, then in the process environment: it says where gbr's own
-    files live rather than how to reach a provider, and tests isolate it process-wide.
-    """
-    home = env.get("GBR_HOME") or os.environ.get("GBR_HOME")
+def config_path(env: Mapping[str, str]) -> Path | None:
+    """`$GBR_HOME/config.toml`, else `$XDG_CONFIG_HOME/gbr/config.toml`, else
+    `$HOME/.config/gbr/config.toml`, all looked up in `env` only; None when `env` names no
+    home at all, so a caller that passes a bare mapping never reads the user's real file."""
+    home = env.get("GBR_HOME")
     if home:
         return Path(home).expanduser() / "config.toml"
-    return Path.home() / ".config" / "gbr" / "config.toml"
+    xdg = env.get("XDG_CONFIG_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "gbr" / "config.toml"
+    user = env.get("HOME")
+    if user:
+        return Path(user) / ".config" / "gbr" / "config.toml"
+    return None
 
 
 def read_config(env: Mapping[str, str]) -> dict[str, Any]:
     """The config file parsed, {} when there is none: read once per provider lookup."""
     path = config_path(env)
+    if path is None:
+        return {}
     try:
         text = path.read_text("utf-8")
     except FileNotFoundError:

@@ -8,7 +8,6 @@ one class and one `register` call.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
@@ -99,13 +98,12 @@ class ProviderRegistry:
         name: str,
         *,
         model: str | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str],
         timeout: float | None = None,
         config: Mapping[str, Any] | None = None,
     ) -> ProviderSettings:
         """Each setting from the arguments, else the environment, else the file (`config`
         when already read), else defaults."""
-        env = os.environ if env is None else env
         name = self.canonical(name)
         factory = self._factories[name]
         table = provider_table(env, name, config)
@@ -113,7 +111,7 @@ class ProviderRegistry:
         if factory.key_required and not api_key:
             raise MissingKeyError(
                 f"{name} needs an API key; set {factory.key_env} "
-                f"(or api_key under [{name}] in {config_path(env)})",
+                f"(or api_key under [{name}] in {config_path(env) or '$GBR_HOME/config.toml'})",
                 provider=name,
             )
         timeout = timeout if timeout is not None else table.get("timeout", DEFAULT_TIMEOUT)
@@ -137,14 +135,13 @@ class ProviderRegistry:
         )
 
     def configured(
-        self, env: Mapping[str, str] | None = None, config: Mapping[str, Any] | None = None
+        self, env: Mapping[str, str], config: Mapping[str, Any] | None = None
     ) -> list[str]:
         """Providers ready to use, in auto-pick order.
 
         One that needs a key is ready when it has one; one that does not (a local server) is
         ready only when its base URL was set, since nothing says a server runs at the default.
         """
-        env = os.environ if env is None else env
         config = read_config(env) if config is None else config
         ready = []
         for name, factory in self._factories.items():
@@ -162,13 +159,13 @@ class ProviderRegistry:
         name: str | None = None,
         *,
         model: str | None = None,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str],
         timeout: float | None = None,
     ) -> LlmProvider:
         """The named provider, or the first configured one; MissingKeyError if there is none."""
         config = None  # read once, here for the pick or in resolve_settings
         if name is None:
-            config = read_config(os.environ if env is None else env)
+            config = read_config(env)
             ready = self.configured(env, config)
             if not ready:
                 raise MissingKeyError(self._nothing_configured())
@@ -208,7 +205,7 @@ resolve_settings = _registry.resolve_settings
 get_provider = _registry.get_provider
 
 
-def is_configured(env: Mapping[str, str] | None = None, *, name: str | None = None) -> bool:
+def is_configured(env: Mapping[str, str], *, name: str | None = None) -> bool:
     """Whether any provider (or the named one) is ready: it has its key, or its server's URL."""
     ready = _registry.configured(env)
     return bool(ready) if name is None else _registry.canonical(name) in ready
