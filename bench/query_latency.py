@@ -11,9 +11,17 @@ full-text index is rebuilt with `Store.refresh_fulltext()`.
 Replicated search texts are a pessimistic case for BM25: every term's posting list grows
 with the copies, where a real corpus of that size would spread over a larger vocabulary.
 
-Warm: one `Searcher` (model loaded, vectors in memory) runs every query in every mode;
-the modes are interleaved per query so that machine noise falls on all of them alike.
-Cold: `gleambrctl search QUERY --db DB` as a subprocess, wall time, median of --cli-runs.
+Warm: one `Searcher` (model loaded, vectors mapped from the index's vector file when this
+gbr has one, else in memory) runs every query in every mode; the modes are interleaved per
+query so that machine noise falls on all of them alike. Ranking check: every query in every
+mode through the vector file against the vectors read from DuckDB, same hits in the same
+order and scores within SCORE_TOLERANCE.
+Cold: `gleambrctl search QUERY --db DB` as a subprocess, wall time. The first run after the
+index was built (which writes the vector file, as `gleambrctl index` would have) is reported
+apart; the median is over the --cli-runs after it.
+
+Before/after in one sitting: run this script with PYTHONPATH pointing at each checkout
+(the script adapts to a gbr without a vector file), alternately.
 
 Graph: the code graph's rows are copied with the chunks (paths and the package's own
 modules prefixed per copy; external targets such as `gleam/list.map` are shared, so their
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import inspect
 import io
 import pstats
 import shutil
@@ -47,8 +56,11 @@ from gbr.core.store import Store
 HYBRID_P50_TARGET_MS = 50.0
 GRAPH_P50_TARGET_MS = 50.0
 GRAPH_NAMES = 15  # the base's most referenced targets, asked by every graph question
-COLD_CLI_TARGET_S = 2.5
 TARGET_SIZE = 10_000
+# Issue 14 (item 3): by size, warm hybrid p50 (ms) and cold CLI median (s).
+HYBRID_TARGETS_MS = {10_000: HYBRID_P50_TARGET_MS, 100_000: 20.0, 1_000_000: 100.0}
+COLD_TARGETS_S = {10_000: 0.5, 1_000_000: 1.0}
+SCORE_TOLERANCE = 1e-5
 
 # Natural-language questions and bare identifiers, as people type them at a code search box.
 QUERIES = [
@@ -135,6 +147,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--workdir", type=Path, default=None, help="where to build (default: a tmp dir)")
     p.add_argument("--keep", action="store_true", help="keep the work dir (and its indexes)")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="with --workdir: reuse an index of a size already built there (for before/after)",
+    )
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
     return p.parse_args(argv)
 
@@ -153,12 +170,15 @@ def run(args: argparse.Namespace, sizes: list[int], work: Path, results: dict[st
     model = bc.load_model()
     model.embed_batch(["warm up"])
     base = work / "base.duckdb"
-    bc.log_step("indexing the example package for real")
-    summary = run_index(
-        IndexOptions(root=bc.EXAMPLE, db=base, embed_cache=bc.shared_cache()), model
-    )
-    bc.open_read_only(base).close()  # waits until the pipeline has closed the file
-    results["base"] = {"chunks": summary.chunks, "seconds": summary.seconds}
+    if not (args.reuse and base.is_file()):
+        base.unlink(missing_ok=True)
+        bc.log_step("indexing the example package for real")
+        summary = run_index(
+            IndexOptions(root=bc.EXAMPLE, db=base, embed_cache=bc.shared_cache()), model
+        )
+        bc.open_read_only(base).close()  # waits until the pipeline has closed the file
+        results["base"] = {"chunks": summary.chunks, "seconds": summary.seconds}
+    results["vector_file"] = MAPPED
     queries = (QUERIES * (args.queries // len(QUERIES) + 1))[: args.queries]
     results["queries"] = len(queries)
     cli_sizes = (
@@ -167,10 +187,18 @@ def run(args: argparse.Namespace, sizes: list[int], work: Path, results: dict[st
     rng = np.random.default_rng(args.seed)
     for size in sizes:
         db = work / f"index_{size}.duckdb"
-        bc.log_step(f"{size}: replicating {summary.chunks} chunks")
-        build = replicate(base, db, size, args.noise, rng)
+        if args.reuse and db.is_file():
+            bc.log_step(f"{size}: reusing {db.name}")
+            build = built(db)
+        else:
+            bc.log_step(f"{size}: replicating the base's chunks")
+            build = replicate(base, db, size, args.noise, rng)
+        build["vector_file_seconds"] = write_vector_file(db)
         bc.log_step(f"{size}: {len(queries)} queries x {len(MODES)} modes, warm")
         entry: dict[str, Any] = {"build": build, **warm(db, model, queries, args)}
+        if MAPPED:
+            bc.log_step(f"{size}: ranking through the vector file against DuckDB's vectors")
+            entry["ranking"] = same_ranking(db, model, queries, args.k)
         bc.log_step(f"{size}: refs / callers / callees, warm")
         entry["graph"] = warm_graph(db, args.rounds)
         if size in cli_sizes:
@@ -243,6 +271,92 @@ def replicate(
         "fts_seconds": fts_s,
         "checkpoint_seconds": checkpoint_s,
         "db_bytes": db.stat().st_size,
+    }
+
+
+def built(db: Path) -> dict[str, Any]:
+    """What `replicate` reports, for an index reused from an earlier run (times unknown)."""
+    with bc.open_read_only(db) as store:
+        chunks = store.counts()["chunks"]
+    nan = float("nan")
+    return {
+        "chunks": chunks,
+        "copies": None,
+        "replicate_seconds": nan,
+        "fts_seconds": nan,
+        "checkpoint_seconds": nan,
+        "db_bytes": db.stat().st_size,
+    }
+
+
+# Whether this gbr keeps the vectors in a file beside the index (issue 14); the bench also
+# runs against a checkout from before it, for before/after figures in one sitting.
+MAPPED = "vector_file" in inspect.signature(Searcher).parameters
+
+
+def vector_file_of(db: Path) -> Path | None:
+    if not MAPPED:
+        return None
+    from gbr.core.vector_file import file_for
+
+    return file_for(db)
+
+
+def write_vector_file(db: Path) -> float | None:
+    """Write the index's vector file from scratch, as `gleambrctl index` does after a run
+    that found no file to carry rows from; its time. None for a gbr without one."""
+    file = vector_file_of(db)
+    if file is None:
+        return None
+    file.unlink(missing_ok=True)
+    with bc.open_read_only(db) as store:
+        seconds, _ = bc.timed(lambda: store.refresh_vectors(file))
+    return seconds
+
+
+def same_ranking(db: Path, model: Any, queries: list[str], k: int) -> dict[str, Any]:
+    """Through the vector file against the vectors read from DuckDB: each query's dense list
+    (ids, order, scores: the part the file serves), then its hits in every mode.
+
+    BM25 sums its terms in parallel, so its scores vary in the last bits from run to run
+    and copies with tied scores can swap (replicated indexes are full of ties). A search
+    whose hits differ is counted as explained when its BM25 list differs between runs too.
+    """
+    from gbr.core.chunk_text import code_words
+
+    differ: list[str] = []
+    unexplained: list[str] = []
+    dense_differ: list[str] = []
+    gap = 0.0
+    depth = max(50, k * 3)
+    with bc.open_read_only(db) as store:
+        plain = Searcher(store, model)
+        mapped = Searcher(store, model, vector_file=vector_file_of(db))  # type: ignore[call-arg]
+
+        def jitters(q: str) -> bool:
+            runs = {tuple(store.bm25(code_words(q), depth)) for _ in range(5)}
+            return len(runs) > 1
+
+        for q in queries:
+            want, got = dict(plain.dense(q, depth)), mapped.dense(q, depth)
+            if list(want) != [doc for doc, _ in got]:
+                dense_differ.append(q)
+            gap = max([gap] + [abs(want[doc] - score) for doc, score in got if doc in want])
+            for mode in MODES:
+                a, b = plain.search(q, k=k, mode=mode), mapped.search(q, k=k, mode=mode)
+                if [(h.path, h.name, h.start_line) for h in a] != [
+                    (h.path, h.name, h.start_line) for h in b
+                ]:
+                    differ.append(f"{mode}: {q}")
+                    if mode == "dense" or not jitters(q):
+                        unexplained.append(f"{mode}: {q}")
+    return {
+        "searches": len(queries) * len(MODES),
+        "dense_lists_differ": dense_differ,
+        "differ": differ,
+        "unexplained": unexplained,
+        "max_score_gap": gap,
+        "ok": not dense_differ and not unexplained and gap <= SCORE_TOLERANCE,
     }
 
 
@@ -321,7 +435,8 @@ PRIORS_BEFORE = Ranking(priors=Priors(tests="demote", aside=0.3, type_lean=1.3))
 
 def warm(db: Path, model: Any, queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
     with bc.open_read_only(db) as store:
-        searcher = Searcher(store, model)
+        file = vector_file_of(db)
+        searcher = Searcher(store, model, vector_file=file) if file else Searcher(store, model)  # type: ignore[call-arg]
         load_s, _ = bc.timed(searcher.reload)
         # (label, searcher, mode): every label is timed on every query, interleaved.
         runs = [(mode, searcher, mode) for mode in MODES]
@@ -387,7 +502,7 @@ def hybrid_parts(searcher: Searcher, queries: list[str], k: int) -> dict[str, fl
         fusion = getattr(searcher, "fusion", None)
         depth = max(getattr(fusion, "depth", None) or getattr(searcher, "candidates", 50), k * 3)
         collapse = getattr(searcher, "collapse", None) or searcher._collapse  # type: ignore[attr-defined]
-        ids, matrix = searcher.store.vectors()
+        ids, matrix = searcher._vectors()  # type: ignore[attr-defined]
         t: dict[str, list[float]] = {"embed": [], "cosine": [], "bm25": [], "fuse+collapse": []}
         for q in queries:
             t0 = time.perf_counter()
@@ -428,9 +543,11 @@ def profile_hybrid(searcher: Searcher, queries: list[str], k: int) -> list[dict[
 
 
 def cold_cli(db: Path, runs: int) -> dict[str, Any]:
+    """The first run apart (it may keep the ONNX graph, or build a missing vector file),
+    then the median of `runs` more."""
     cmd = [bc.gleambrctl(), "search", CLI_QUERY, "--db", str(db)]
     times = []
-    for _ in range(max(1, runs)):
+    for _ in range(max(1, runs) + 1):
         started = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         times.append(time.perf_counter() - started)
@@ -439,46 +556,49 @@ def cold_cli(db: Path, runs: int) -> dict[str, Any]:
     started = time.perf_counter()
     subprocess.run([bc.gleambrctl(), "--help"], capture_output=True, check=False)
     help_s = time.perf_counter() - started
-    return {"runs": times, "median_seconds": bc.median(times), "help_seconds": help_s}
+    return {
+        "first_seconds": times[0],
+        "runs": times[1:],
+        "median_seconds": bc.median(times[1:]),
+        "help_seconds": help_s,
+    }
 
 
 # ------------------------------------------------------------------------------- report
 
 
 def checks(r: dict[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    entry = r["sizes"].get(str(TARGET_SIZE))
-    if entry is None:
-        return out
-    p50 = entry["modes"]["hybrid"]["p50_ms"]
-    out.append(
-        {
-            "name": "warm hybrid p50 @ 10k",
-            "value": p50,
-            "target": f"<= {HYBRID_P50_TARGET_MS:g} ms",
-            "ok": p50 <= HYBRID_P50_TARGET_MS,
-        }
-    )
-    for q in ("refs", "callers"):
-        value = entry["graph"][q]["p50_ms"]
-        out.append(
-            {
-                "name": f"warm {q} p50 @ 10k",
-                "value": value,
-                "target": f"<= {GRAPH_P50_TARGET_MS:g} ms",
-                "ok": value <= GRAPH_P50_TARGET_MS,
-            }
-        )
-    if "cli" in entry:
-        cold = entry["cli"]["median_seconds"]
-        out.append(
-            {
-                "name": "cold CLI search @ 10k (median)",
-                "value": cold,
-                "target": f"<= {COLD_CLI_TARGET_S:g} s",
-                "ok": cold <= COLD_CLI_TARGET_S,
-            }
-        )
+    out: list[dict[str, Any]] = []
+
+    def check(name: str, value: float, limit: float, unit: str) -> None:
+        target = f"<= {limit:g} {unit}"
+        out.append({"name": name, "value": value, "target": target, "ok": value <= limit})
+
+    for size, entry in r["sizes"].items():
+        label = _size_label(size)
+        hybrid = HYBRID_TARGETS_MS.get(int(size))
+        if hybrid is not None:
+            check(f"warm hybrid p50 @ {label}", entry["modes"]["hybrid"]["p50_ms"], hybrid, "ms")
+        if int(size) == TARGET_SIZE:
+            for q in ("refs", "callers"):
+                value = entry["graph"][q]["p50_ms"]
+                check(f"warm {q} p50 @ {label}", value, GRAPH_P50_TARGET_MS, "ms")
+        cold = COLD_TARGETS_S.get(int(size))
+        if cold is not None and "cli" in entry:
+            check(f"cold CLI search @ {label} (median)", entry["cli"]["median_seconds"], cold, "s")
+        if "ranking" in entry:
+            ranking = entry["ranking"]
+            out.append(
+                {
+                    "name": f"same ranking through the vector file @ {label} "
+                    f"(dense lists: {len(ranking['dense_lists_differ'])} differ; searches: "
+                    f"{len(ranking['differ'])} of {ranking['searches']} differ, "
+                    f"{len(ranking['unexplained'])} not by BM25's own jitter on ties)",
+                    "value": ranking["max_score_gap"],
+                    "target": f"dense score gap <= {SCORE_TOLERANCE:g}, none unexplained",
+                    "ok": ranking["ok"],
+                }
+            )
     return out
 
 
@@ -496,9 +616,10 @@ def report(r: dict[str, Any]) -> None:
         label = _size_label(size)
         for mode, s in e["modes"].items():
             target = result = ""
-            if mode == "hybrid" and int(size) == TARGET_SIZE:
-                target = f"p50 <= {HYBRID_P50_TARGET_MS:g} ms"
-                result = bc.status(s["p50_ms"] <= HYBRID_P50_TARGET_MS)
+            limit = HYBRID_TARGETS_MS.get(int(size))
+            if mode == "hybrid" and limit is not None:
+                target = f"p50 <= {limit:g} ms"
+                result = bc.status(s["p50_ms"] <= limit)
             rows.append(
                 [
                     label,
@@ -532,9 +653,10 @@ def report(r: dict[str, Any]) -> None:
         if "cli" in e:
             c = e["cli"]
             target = result = ""
-            if int(size) == TARGET_SIZE:
-                target = f"median <= {COLD_CLI_TARGET_S:g} s"
-                result = bc.status(c["median_seconds"] <= COLD_CLI_TARGET_S)
+            cold = COLD_TARGETS_S.get(int(size))
+            if cold is not None:
+                target = f"median <= {cold:g} s"
+                result = bc.status(c["median_seconds"] <= cold)
             rows.append(
                 [
                     label,
@@ -547,6 +669,10 @@ def report(r: dict[str, Any]) -> None:
                     result,
                 ]
             )
+            if "first_seconds" in c:
+                rows.append(
+                    [label, "cold CLI, first run", f"{c['first_seconds']:.2f} s"] + [""] * 5
+                )
     bc.print_table(
         f"query latency  ({r['queries']} queries x {r['args']['rounds']} rounds per mode, "
         f"k={r['args']['k']}, {m['cpus']} CPUs, "
@@ -566,6 +692,9 @@ def report(r: dict[str, Any]) -> None:
                 f"{b['fts_seconds']:.1f} s",
                 bc.mb(b["db_bytes"]),
                 f"{e['vector_load_seconds']:.2f} s",
+                "n/a"
+                if b.get("vector_file_seconds") is None
+                else f"{b['vector_file_seconds']:.2f} s",
                 " / ".join(f"{parts[k]:.1f}" for k in parts) or "n/a",
                 f"{e['cli']['help_seconds']:.2f} s" if "cli" in e else "",
                 bc.mb(e["peak_rss"]),
@@ -581,6 +710,7 @@ def report(r: dict[str, Any]) -> None:
             "FTS build",
             "db file",
             "vectors load",
+            "vector file write",
             "hybrid p50 ms: embed / cosine / bm25 / fuse+collapse",
             "CLI --help",
             "peak RSS",
@@ -611,8 +741,9 @@ def report(r: dict[str, Any]) -> None:
         )
     print()
     for c in r["checks"]:
-        unit = " ms" if "ms" in c["target"] else " s"
-        print(f"{bc.status(c['ok'])}  {c['name']}: {c['value']:.2f}{unit} (target {c['target']})")
+        value = f"{c['value']:.2g}" if "ranking" in c["name"] else f"{c['value']:.2f}"
+        unit = "" if "ranking" in c["name"] else " ms" if "ms" in c["target"] else " s"
+        print(f"{bc.status(c['ok'])}  {c['name']}: {value}{unit} (target {c['target']})")
 
 
 if __name__ == "__main__":

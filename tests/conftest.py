@@ -70,6 +70,8 @@ def _session_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     an index they build must not reach the user's shared embed cache."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GBR_HOME", str(tmp_path_factory.mktemp("gbr-home")))
+        # One kept ONNX graph (90 MB) for the whole session, not one per test's GBR_HOME.
+        patch.setenv("GBR_ONNX_GRAPHS", str(tmp_path_factory.mktemp("onnx-graphs")))
         yield
 
 

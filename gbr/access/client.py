@@ -16,17 +16,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from gbr.access.discovery import DaemonInfo
 from gbr.core import errors
 from gbr.core.errors import ConfigError, DaemonError, GbrError
+from gbr.core.lazy import lazy_module
 from gbr.core.llm.base import Message
 from gbr.core.llm.sse import iter_sse
 from gbr.core.oracle import AskOptions
 from gbr.core.prompt import split_turns
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_module("httpx")  # loaded when first used
 
 TOKEN_ENV = "GBR_TOKEN"
 # Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
@@ -140,9 +144,11 @@ class DaemonClient:
         method: str,
         path: str,
         body: dict[str, Any] | None = None,
-        timeout: Any = httpx.USE_CLIENT_DEFAULT,  # None: wait as long as it takes
+        timeout: Any = "client",  # the client's own; None: wait as long as it takes
         params: dict[str, str] | None = None,
     ) -> dict[str, Any]:
+        if timeout == "client":  # httpx's marker for it, read only now: httpx loads lazily
+            timeout = httpx.USE_CLIENT_DEFAULT
         try:
             response = self._http.request(method, path, json=body, timeout=timeout, params=params)
         except httpx.HTTPError as exc:

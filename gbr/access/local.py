@@ -24,6 +24,7 @@ from gbr.access.discovery import lock_held
 from gbr.actors.oracle import AskQuestion, ask_later, ask_once, start_oracle
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import Supervisor
+from gbr.core import vector_file
 from gbr.core.embed_cache import CacheConfig
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import DaemonError, IndexBusyError, StoreError
@@ -160,11 +161,13 @@ class LocalIndex:
         """A searcher over the index (the model loaded on first use), open until `stack`
         closes; with `keep_open`, the one held between calls."""
         store = self._open_store(stack)
+        # The vectors are mapped from the file beside the index (rebuilt when stale).
+        vectors = vector_file.file_for(store.path)
         if self._held is None:
-            return Searcher(store, self.model, ranking=self._ranking)
+            return Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
         searcher = self._held[1]
         if searcher is None:
-            searcher = Searcher(store, self.model, ranking=self._ranking)
+            searcher = Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
             self._held = (store, searcher)
         return searcher
 

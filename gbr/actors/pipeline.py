@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pykka
 
@@ -30,6 +30,7 @@ from gbr.actors.messages import (
 from gbr.actors.pykka_gaps import inbox_empty
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
 from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
+from gbr.core import vector_file
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
 from gbr.core.embed_cache import CacheConfig, EmbedCache
@@ -44,6 +45,9 @@ from gbr.core.store_files import refuse_odd_file
 from gbr.core.store_lock import LOCK_WAIT, open_when_free
 from gbr.core.telemetry import log
 from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -359,6 +363,7 @@ def _run_staged(
             if same is not None:
                 log().info("index_unchanged", files=same.files_seen, seconds=same.seconds)
                 return same
+        before = _vectors_before(options.db)
         staged = StagedIndex(options.db)
         publish = staged.publish if options.embed_after_write else None
         work = replace(options, db=staged.path, staged=False, publish=publish)
@@ -373,7 +378,31 @@ def _run_staged(
             raise
         summary = replace(summary, db=str(options.db))
         _commit_or_discard(staged, summary)
+        _refresh_vectors(options.db, before)
         return summary
+
+
+def _vectors_before(db: Path) -> tuple[np.ndarray, np.ndarray] | None:
+    """The mapped vectors of the index a run starts from, when its vector file matches it:
+    the mapping outlives the file's replacement, and the run's file reuses its rows."""
+    if not db.is_file():
+        return None
+    try:
+        with Store.open(db, read_only=True) as store:
+            return store.mapped_vectors(vector_file.file_for(db))
+    except GbrError as exc:
+        log().info("vector_file_not_read", db=str(db), error=str(exc))
+        return None
+
+
+def _refresh_vectors(db: Path, before: tuple[np.ndarray, np.ndarray] | None) -> None:
+    """Write the new index's vector file now, so that the next `search` maps it instead of
+    reading every vector (gbr.core.store_vectors.refresh). A failure costs only that."""
+    try:
+        with Store.open(db, read_only=True) as store:
+            store.refresh_vectors(vector_file.file_for(db), before)
+    except GbrError as exc:
+        log().warning("vector_file_not_refreshed", db=str(db), error=str(exc))
 
 
 def _commit_or_discard(staged: StagedIndex, summary: IndexSummary | None) -> None:

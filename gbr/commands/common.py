@@ -96,11 +96,32 @@ def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
     telemetry.configure(telemetry.events_beside(db), echo=echo, human=human, warn=warn)
 
 
+# Where optimised ONNX graphs are kept (default `$GBR_HOME/onnx`); `off` keeps none.
+GRAPHS_ENV = "GBR_ONNX_GRAPHS"
+
+
 def load_model(model_dir: Path | None, device: str = "cpu") -> OnnxEmbedder:
+    """The embedder, its optimised graph kept between runs (a cold `search` then skips
+    optimising it: gbr.core.onnx_graphs)."""
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.model_files import resolve_model_files
 
-    return OnnxEmbedder(resolve_model_files(model_dir, env=os.environ), device=device)
+    return OnnxEmbedder(
+        resolve_model_files(model_dir, env=os.environ), device=device, graphs=onnx_graphs()
+    )
+
+
+def onnx_graphs() -> Path | None:
+    """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
+    from gbr.core.embed_cache import cache_home
+
+    setting = os.environ.get(GRAPHS_ENV, "").strip()
+    if setting.lower() in ("off", "none", "0", "false", "no"):
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    home = cache_home(os.environ)
+    return None if home is None else home / "onnx"
 
 
 def configure(

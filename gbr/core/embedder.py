@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from gbr.core import onnx_graphs
 from gbr.core.device import CUDA, DEVICE_BATCHES, announce, choose_device, fallback
 from gbr.core.errors import ConfigError
 from gbr.core.model_files import ModelFiles
@@ -49,7 +50,10 @@ class PaddingStats:
 
 
 def onnx_session(
-    path: Path, threads: int | None = None, providers: Sequence[str] = ("CPUExecutionProvider",)
+    path: Path,
+    threads: int | None = None,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    graphs: Path | None = None,
 ) -> ort.InferenceSession:
     """A CPU session as every model here runs: all cores for one op, fully optimised, and
     idle threads that sleep instead of spin-waiting.
@@ -58,17 +62,27 @@ def onnx_session(
     embedding left both cores busy spinning after every search, which tripled the time a
     concurrent index batch took (bench/daemon_load.py). Bulk indexing does not lose by it
     (bench/index_throughput.py, same ratio to the ceiling).
+
+    `graphs`: a folder where the optimised graph is kept between processes, so that the
+    next session skips optimising it (gbr.core.onnx_graphs); CPU sessions only.
     """
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or os.cpu_count() or 1
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    def options() -> ort.SessionOptions:
+        made = ort.SessionOptions()
+        made.intra_op_num_threads = threads or os.cpu_count() or 1
+        made.inter_op_num_threads = 1
+        made.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        made.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        made.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        return made
+
+    if graphs is not None and list(providers) == ["CPUExecutionProvider"]:
+        kept = onnx_graphs.session(path, graphs, options)
+        if kept is not None:
+            return kept
     try:
-        return ort.InferenceSession(str(path), options, providers=list(providers))
+        return ort.InferenceSession(str(path), options(), providers=list(providers))
     except Exception as exc:
         raise ConfigError(f"cannot load ONNX model {path}: {exc}") from exc
 
@@ -84,7 +98,9 @@ class OnnxEmbedder:
         max_batch: int | None = None,
         threads: int | None = None,
         device: str = "cpu",
+        graphs: Path | None = None,
     ) -> None:
+        """`graphs`: where optimised ONNX graphs are kept between runs (None: not kept)."""
         from tokenizers import Tokenizer
 
         self.model_id = files.model_id
@@ -92,7 +108,7 @@ class OnnxEmbedder:
         # Small batches are faster here: 1024 padded tokens per ONNX run embedded 88 texts/s
         # against 73 for 32 x up-to-256 (2 cores, bench/out micro-run), and peak RSS fell
         # from 1.2 GB to 0.5 GB because onnxruntime's arena grows with the batch shape.
-        self._session, self.device = _device_session(files.onnx, device, threads)
+        self._session, self.device = _device_session(files.onnx, device, threads, graphs)
         tokens, texts = DEVICE_BATCHES[self.device]
         self.batch_tokens = batch_tokens or tokens
         self.max_batch = max_batch or texts
@@ -161,7 +177,7 @@ class OnnxEmbedder:
 
 
 def _device_session(
-    path: Path, asked: str, threads: int | None
+    path: Path, asked: str, threads: int | None, graphs: Path | None = None
 ) -> tuple[ort.InferenceSession, str]:
     """A session on the device asked for when it can be had, else on the CPU (gbr.core.device).
 
@@ -186,7 +202,7 @@ def _device_session(
             )
             return session, "cpu"
     announce(choice, warning_line, log().info)
-    return onnx_session(path, threads), "cpu"
+    return onnx_session(path, threads, graphs=graphs), "cpu"
 
 
 def length_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:

@@ -229,8 +229,12 @@ class Searcher:
         embedder: Embedder,
         fusion: Fusion | None = None,
         ranking: Ranking | None = None,
+        vector_file: Path | None = None,
     ) -> None:
+        """`vector_file`: where the index's vectors are memory-mapped from (and written to
+        when it is missing or stale, gbr.core.vector_file); None reads them into memory."""
         self.store = store
+        self.vector_file = vector_file
         self.embedder = embedder
         self.fusion = fusion or Fusion()
         self.ranking = ranking if ranking is not None else Ranking.default()
@@ -244,7 +248,7 @@ class Searcher:
 
     def reload(self) -> None:
         self._coverage = self.store.coverage()
-        self._snapshot = self.store.vectors()
+        self._snapshot = self.store.vectors(self.vector_file)
         self._central = {}  # read again, once, for the new snapshot
 
     def centrality(self, by: str = "callers") -> dict[tuple[str, str], float]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,7 +24,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from gbr.core import fulltext, store_queries
+from gbr.core import fulltext, store_queries, store_vectors
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import IndexCorruptError, StoreError
 from gbr.core.fulltext import DEFAULT_FTS, FtsConfig
@@ -80,6 +81,7 @@ class Store:
         self._con = con
         self.path = path
         self.read_only = read_only
+        self._generation: str | None = None  # this session's, once a commit recorded it
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -212,6 +214,8 @@ class Store:
                 fulltext.mark_stale(self)  # its documents are gone with the chunks
             self._create_tables(dim)
             self.set_meta(**want, **graph_tables.prepare(self.con, have, wiped=bool(reason)))
+            generation = self._renew_generation()
+        self._generation = generation
         return reason
 
     def _create_tables(self, dim: int) -> None:
@@ -235,6 +239,23 @@ class Store:
 
     def transaction(self) -> Transaction:
         return Transaction(self)
+
+    def _renew_generation(self) -> str:
+        """Record, in the transaction under way, that this session changes the chunks.
+
+        Once per writing session (it commits with the session's first change): ids come
+        from a sequence, so later changes show in the ids' statistics, while a rebuilt
+        file starts its sequence over and only a new generation tells its vectors apart
+        from the old file's (gbr.core.vector_file).
+        """
+        if self._generation is not None:
+            return self._generation
+        generation = secrets.token_hex(8)
+        self.con.execute("DELETE FROM meta WHERE key = ?", [store_vectors.GENERATION_KEY])
+        self.con.execute(
+            "INSERT INTO meta VALUES (?, ?)", [store_vectors.GENERATION_KEY, generation]
+        )
+        return generation
 
     @guarded
     def replace_file(
@@ -260,6 +281,7 @@ class Store:
             ("partial", partial.kind, partial.reason) if partial else ("ok", None, None)
         )
         with self.transaction():
+            generation = self._renew_generation()
             self.con.execute("DELETE FROM chunks WHERE path = ?", [source.path])
             self.con.execute("DELETE FROM files WHERE path = ?", [source.path])
             graph_tables.replace(self.con, source.path, graph)
@@ -286,6 +308,7 @@ class Store:
                     time.time(),
                 ],
             )
+        self._generation = generation
         return 0
 
     def _has_good_version(self, path: str) -> bool:
@@ -342,10 +365,12 @@ class Store:
         if not paths:
             return 0
         with self.transaction():
+            generation = self._renew_generation()
             for path in paths:
                 self.con.execute("DELETE FROM chunks WHERE path = ?", [path])
                 self.con.execute("DELETE FROM files WHERE path = ?", [path])
                 graph_tables.remove(self.con, path)
+        self._generation = generation
         return len(paths)
 
     @guarded
@@ -456,9 +481,29 @@ class Store:
         return store_queries.cached_vectors(self.con, hashes)
 
     @guarded
-    def vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy."""
-        return store_queries.vectors(self.con)
+    def vectors(self, file: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy.
+
+        With a `file` (gbr.core.vector_file.file_for), the rows are memory-mapped from it
+        when it matches this index, and it is rebuilt when it does not; without one, they
+        are read from DuckDB into memory (a daemon, which reloads after each change).
+        """
+        if file is None:
+            return store_queries.vectors(self.con)
+        return store_vectors.mapped_vectors(self.con, file)
+
+    @guarded
+    def mapped_vectors(self, file: Path) -> tuple[np.ndarray, np.ndarray] | None:
+        """The vector file's (ids, mapped rows) when it matches this index, else None."""
+        return store_vectors.mapped(self.con, file)
+
+    @guarded
+    def refresh_vectors(
+        self, file: Path, before: tuple[np.ndarray, np.ndarray] | None = None
+    ) -> None:
+        """Bring the vector file up to date with this index, reusing the rows of `before`
+        (the vectors of the index this one is a changed copy of) for the chunks it kept."""
+        store_vectors.refresh(self.con, file, before)
 
     @guarded
     def coverage(self) -> tuple[int, int]:

@@ -8,10 +8,10 @@ each query so that DuckDB's errors reach nobody else.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from gbr.core import postings
 from gbr.core.errors import StoreError
@@ -25,6 +25,9 @@ from gbr.core.records import (
     NodePart,
     SearchFilter,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Connection = duckdb.DuckDBPyConnection
 

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from gbr.core.records import Chunk
 from gbr.core.store_errors import is_write_failure, store_error, write_error, writing
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from gbr.core.store import Store
 
 
@@ -83,6 +84,8 @@ _TAIL_TEXT_COLUMNS = ("doc", "text", "header")
 
 def chunks_table(items: Sequence[StoredChunk]) -> pa.Table:
     """Rows in the column order of the chunks table (after id), for one bulk INSERT."""
+    import pyarrow as pa  # here: a search never writes, and pyarrow costs it 0.2 s
+
     arrays: dict[str, pa.Array] = {}
     for key in _TEXT_COLUMNS:
         arrays[key] = pa.array([getattr(i.chunk, key) for i in items], type=pa.string())

@@ -12,10 +12,8 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
-
-import httpx
 
 from gbr import __version__
 from gbr.core.errors import (
@@ -27,10 +25,16 @@ from gbr.core.errors import (
     ProviderTimeoutError,
     ProviderUnavailableError,
 )
+from gbr.core.lazy import lazy_module
 from gbr.core.llm.base import Message, ProviderSettings
 from gbr.core.llm.retry import Backoff, is_retryable
 from gbr.core.llm.sse import iter_sse
 from gbr.core.telemetry import log
+
+if TYPE_CHECKING:
+    import httpx
+else:
+    httpx = lazy_module("httpx")  # loaded when first used
 
 _DETAIL_CHARS = 200
 _MIN_SECRET_CHARS = 8

@@ -1,0 +1,259 @@
+"""The vector file beside the index: served only for the index it was made from, rebuilt
+when stale or damaged, and searching through it ranks exactly as DuckDB's own vectors do."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.core import vector_file
+from gbr.core.embedder import OnnxEmbedder
+from gbr.core.search import MODES, Filter, Searcher
+from gbr.core.store import Store
+from tests.conftest import copy_small
+from tests.core.test_store import V1, V2, source, stored
+
+QUERIES = (
+    "check that an ISBN is valid",
+    "member borrowing limits",
+    "isbn10_check_digit",
+    "read configuration",
+    "MemberId",
+)
+# Rows come out of the file bit for bit as DuckDB holds them, so scores are equal; the
+# tolerance only allows for a BLAS that sums in another order on another machine.
+SCORE_TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
+    """The small example indexed once, through the real pipeline."""
+    root = copy_small(tmp_path_factory.mktemp("vectors") / "small")
+    db = root / ".gbr" / "index.duckdb"
+    run_index(IndexOptions(root=root, db=db), model)
+    return db
+
+
+@pytest.fixture
+def db(indexed: Path, tmp_path: Path) -> Path:
+    """A private copy of the index, without a vector file yet."""
+    copy = tmp_path / "index.duckdb"
+    shutil.copyfile(indexed, copy)
+    return copy
+
+
+def test_mapped_vectors_equal_duckdbs_bit_for_bit_and_come_from_the_file(db: Path) -> None:
+    file = vector_file.file_for(db)
+    with Store.open(db, read_only=True) as store:
+        ids, rows = store.vectors()
+        assert not file.exists()
+        built_ids, built = store.vectors(file)  # missing: read from DuckDB, then written
+        assert file.is_file()
+        mapped_ids, mapped = store.vectors(file)
+    assert isinstance(mapped, np.memmap)
+    assert not isinstance(built, np.memmap)
+    for got_ids, got in ((built_ids, built), (mapped_ids, mapped)):
+        np.testing.assert_array_equal(got_ids, ids)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(np.asarray(got), rows)
+
+
+def test_search_through_the_file_ranks_as_search_from_duckdb(db: Path, model: OnnxEmbedder) -> None:
+    file = vector_file.file_for(db)
+    with Store.open(db, read_only=True) as store:
+        store.vectors(file)  # written by a first reader
+        plain = Searcher(store, model)
+        mapped = Searcher(store, model, vector_file=file)
+        mapped.reload()
+        assert isinstance(mapped._vectors()[1], np.memmap)
+        filters = (Filter(), Filter(path="src/bookshelf/isbn"), Filter(kinds=("function",)))
+        for query in QUERIES:
+            for mode in MODES:
+                for where in filters:
+                    want = plain.search(query, 10, mode, where)
+                    got = mapped.search(query, 10, mode, where)
+                    assert [(h.path, h.name, h.start_line) for h in got] == [
+                        (h.path, h.name, h.start_line) for h in want
+                    ], (query, mode, where)
+                    np.testing.assert_allclose(
+                        [h.score for h in got], [h.score for h in want], atol=SCORE_TOLERANCE
+                    )
+
+
+def test_a_file_made_for_another_state_of_the_index_is_not_served(
+    db: Path, model: OnnxEmbedder
+) -> None:
+    file = vector_file.file_for(db)
+    with Store.open(db, read_only=True) as store:
+        old_ids, _ = store.vectors(file)
+    with Store.open(db) as writer:
+        writer.replace_file(source(V1), stored(source(V1), model))
+    with Store.open(db, read_only=True) as store:
+        ids, rows = store.vectors(file)
+        want_ids, want = store.vectors()
+    assert len(ids) == len(old_ids) + 2
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(np.asarray(rows), want)
+
+
+def test_a_rebuilt_index_with_the_same_ids_gets_its_own_vectors(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    """A new file's sequence starts over: same ids, other vectors. Only the generation
+    that its writer recorded tells the two apart."""
+
+    def build(path: Path, text: str) -> tuple[np.ndarray, np.ndarray]:
+        with Store.open(path) as store:
+            store.prepare(model_id=model.model_id, chunker_version="t", dim=model.dim)
+            store.replace_file(source(text), stored(source(text), model))
+        with Store.open(path, read_only=True) as store:
+            return store.vectors(vector_file.file_for(path))
+
+    first, second = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    ids_a, rows_a = build(first, V1)
+    ids_b, rows_b = build(second, V1.replace("Add one to", "Add one more to"))
+    np.testing.assert_array_equal(ids_a, ids_b)
+    assert not np.array_equal(np.asarray(rows_a), np.asarray(rows_b))
+    shutil.copyfile(vector_file.file_for(first), vector_file.file_for(second))
+    with Store.open(second, read_only=True) as store:
+        _, rows = store.vectors(vector_file.file_for(second))
+        assert not isinstance(rows, np.memmap)  # not served: rebuilt from DuckDB
+    np.testing.assert_array_equal(np.asarray(rows), np.asarray(rows_b))
+    served = vector_file.load(vector_file.file_for(second), store_fingerprint(second))
+    assert served is not None  # the file now holds this index's vectors
+    np.testing.assert_array_equal(np.asarray(served[1]), np.asarray(rows_b))
+
+
+def store_fingerprint(db: Path) -> vector_file.Fingerprint:
+    from gbr.core.store_vectors import fingerprint
+
+    with Store.open(db, read_only=True) as store:
+        return fingerprint(store.con)
+
+
+def _damage_truncate(file: Path) -> None:
+    with open(file, "r+b") as handle:
+        handle.truncate(file.stat().st_size - 4)
+
+
+def _damage_header(file: Path) -> None:
+    data = bytearray(file.read_bytes())
+    data[20] ^= 0xFF
+    file.write_bytes(bytes(data))
+
+
+def _damage_ids(file: Path) -> None:
+    with open(file, "rb") as handle:
+        header = vector_file.read_header(handle, file.stat().st_size)
+    data = bytearray(file.read_bytes())
+    data[int(str(header["ids_offset"]))] ^= 0x01
+    file.write_bytes(bytes(data))
+
+
+def _damage_everything(file: Path) -> None:
+    file.write_bytes(b"\0" * 100)
+
+
+@pytest.mark.parametrize(
+    "damage", [_damage_truncate, _damage_header, _damage_ids, _damage_everything]
+)
+def test_a_damaged_file_is_rebuilt(db: Path, damage: object) -> None:
+    file = vector_file.file_for(db)
+    with Store.open(db, read_only=True) as store:
+        want_ids, want = store.vectors()
+        store.vectors(file)
+        good = file.read_bytes()
+        damage(file)  # type: ignore[operator]
+        ids, rows = store.vectors(file)
+        np.testing.assert_array_equal(ids, want_ids)
+        np.testing.assert_array_equal(np.asarray(rows), want)
+        assert file.read_bytes() == good
+        assert isinstance(store.vectors(file)[1], np.memmap)
+
+
+def test_a_folder_that_takes_no_file_still_gets_its_vectors(db: Path) -> None:
+    nowhere = db.parent / "missing-folder" / "index.duckdb.vectors"
+    with Store.open(db, read_only=True) as store:
+        ids, rows = store.vectors(nowhere)
+        want_ids, want = store.vectors()
+    assert not nowhere.parent.exists()
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_array_equal(rows, want)
+
+
+def test_an_index_without_chunks_needs_no_file(tmp_path: Path, model: OnnxEmbedder) -> None:
+    db = tmp_path / "empty.duckdb"
+    with Store.open(db) as store:
+        store.prepare(model_id=model.model_id, chunker_version="t", dim=model.dim)
+    with Store.open(db, read_only=True) as store:
+        ids, _ = store.vectors(vector_file.file_for(db))
+    assert ids.shape == (0,)
+    assert not vector_file.file_for(db).exists()
+
+
+def test_each_writing_session_that_changes_chunks_records_a_new_generation(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    db = tmp_path / "index.duckdb"
+    generations = []
+    for text in (V1, V2):
+        with Store.open(db) as store:
+            store.prepare(model_id=model.model_id, chunker_version="t", dim=model.dim)
+            store.replace_file(source(text), stored(source(text), model))
+            store.replace_file(
+                source(text, "src/b.gleam"), stored(source(text, "src/b.gleam"), model)
+            )
+            generations.append(store.meta()["vectors_generation"])
+    assert generations[0] != generations[1]
+
+
+def test_a_staged_index_run_leaves_a_file_that_the_next_search_maps(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    root = copy_small(tmp_path / "small")
+    db = root / ".gbr" / "index.duckdb"
+    file = vector_file.file_for(db)
+    run_index(IndexOptions(root=root, db=db, staged=True), model)
+    first = file.stat().st_ino
+    with Store.open(db, read_only=True) as store:
+        assert store.mapped_vectors(file) is not None
+    isbn = root / "src/bookshelf/isbn.gleam"
+    isbn.write_text(isbn.read_text() + "\npub fn added_for_the_test() -> Int {\n  42\n}\n")
+    (root / "src/bookshelf/ffi.gleam").unlink()
+    run_index(IndexOptions(root=root, db=db, staged=True), model)
+    assert file.stat().st_ino != first  # written again, for the new index
+    with Store.open(db, read_only=True) as store:
+        found = store.mapped_vectors(file)
+        want_ids, want = store.vectors()
+        names = store.con.execute("SELECT count(*) FROM chunks WHERE path LIKE '%ffi%'").fetchall()
+    assert found is not None
+    assert names == [(0,)]
+    np.testing.assert_array_equal(found[0], want_ids)
+    np.testing.assert_array_equal(np.asarray(found[1]), want)
+
+
+def test_a_refresh_given_another_indexs_vectors_still_writes_this_ones(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    """Rows are carried over only from the index this one was copied from; vectors of
+    another index at the same ids are caught by the spot check and read again."""
+    first, second = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    for path, text in ((first, V1), (second, V1.replace("Add one to", "Add one more to"))):
+        with Store.open(path) as store:
+            store.prepare(model_id=model.model_id, chunker_version="t", dim=model.dim)
+            store.replace_file(source(text), stored(source(text), model))
+            store.replace_file(source(V2, "src/b.gleam"), stored(source(V2, "src/b.gleam"), model))
+    with Store.open(first, read_only=True) as store:
+        other = store.vectors()
+    with Store.open(second, read_only=True) as store:
+        store.refresh_vectors(vector_file.file_for(second), other)
+        found = store.mapped_vectors(vector_file.file_for(second))
+        want = store.vectors()
+    assert found is not None
+    np.testing.assert_array_equal(found[0], want[0])
+    np.testing.assert_array_equal(np.asarray(found[1]), want[1])
+    assert not np.array_equal(want[1], other[1])
