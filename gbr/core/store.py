@@ -22,7 +22,6 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from gbr.core import fulltext, store_queries, store_vectors
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
@@ -383,6 +382,8 @@ class Store:
         """
         if not vectors:
             return 0
+        import pyarrow as pa  # here: a search never writes, and pyarrow costs it 0.2 s
+
         keys = list(vectors)
         table = pa.table(
             {

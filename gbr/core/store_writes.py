@@ -106,6 +106,8 @@ def vector_array(vectors: Sequence[np.ndarray | None]) -> pa.Array:
 
     With no vector at all the column is of Arrow's null type, which DuckDB casts to any
     array size (a NULL FLOAT[1] would not become a FLOAT[384])."""
+    import pyarrow as pa  # here: a search never writes, and pyarrow costs it 0.2 s
+
     known = [v for v in vectors if v is not None]
     if vectors and not known:
         return pa.nulls(len(vectors))
