@@ -82,7 +82,7 @@ class LocalSettings:
     max_bytes: int = DEFAULT_MAX_BYTES
     ignore: tuple[str, ...] = ()
     follow_outside_links: bool = False
-    # The shared embed cache (None: off); by default what the environment asks for.
+    # The shared embed cache (None: off); the front doors pass PackageConfig's.
     embed_cache: CacheConfig | None = None
     keep_open: bool = False
     """Keep the index open between calls (a chat, `search -`); closed only to index."""
@@ -161,15 +161,18 @@ class LocalIndex:
         """A searcher over the index (the model loaded on first use), open until `stack`
         closes; with `keep_open`, the one held between calls."""
         store = self._open_store(stack)
-        # The vectors are mapped from the file beside the index (rebuilt when stale).
-        vectors = vector_file.file_for(store.path)
         if self._held is None:
-            return Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
+            return self._searcher(store)
         searcher = self._held[1]
         if searcher is None:
-            searcher = Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
+            searcher = self._searcher(store)
             self._held = (store, searcher)
         return searcher
+
+    def _searcher(self, store: Store) -> Searcher:
+        """The vectors are mapped from the file beside the index (rebuilt when stale)."""
+        vectors = vector_file.file_for(store.path)
+        return Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
 
     def _open_store(self, stack: contextlib.ExitStack) -> Store:
         """The store, open until `stack` closes (and no reindex meanwhile); with

@@ -15,8 +15,12 @@ def parse_size(text: str) -> int:
     except (ValueError, KeyError):
         raise ValueError("a size like 500k, 2MB or 1000000") from None
     if value <= 0:
-        raise ValueError("a positive size like 500k, 2MB or 1000000")
+        raise NotPositiveError("a positive size like 500k, 2MB or 1000000")
     return int(value)
+
+
+class NotPositiveError(ValueError):
+    """A size that reads as a number but is zero or less."""
 
 
 def option_size(text: str, option: str) -> int:
@@ -26,18 +30,9 @@ def option_size(text: str, option: str) -> int:
 
     try:
         return parse_size(text)
+    except NotPositiveError:
+        raise ConfigError(f"{option} must be positive") from None
     except ValueError:
-        pass
-    if text.strip() and _looks_numeric(text):
-        raise ConfigError(f"{option} must be positive")
-    raise ConfigError(f"cannot read size {text!r}; write it like 500k, 2MB or 1000000")
-
-
-def _looks_numeric(text: str) -> bool:
-    raw = text.strip().lower()
-    number = raw.rstrip("kmb")
-    try:
-        float(number)
-    except ValueError:
-        return False
-    return raw[len(number) :] in _UNITS
+        raise ConfigError(
+            f"cannot read size {text!r}; write it like 500k, 2MB or 1000000"
+        ) from None
