@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,13 +55,14 @@ class FaultPlan:
             self._crashed(f"{stage}@file")
             raise InjectedCrash(f"injected crash in {stage} on {bad[0]}")
 
-    def check_commit(self, path: str | None = None) -> None:
+    def check_commit(self, paths: Collection[str] = ()) -> None:
         """Raise like a failed commit when the plan fails this one: the Nth commit, or the
-        first one that writes `path`. The cause reads like the disk's, so it is handled so."""
+        first one that writes one of `paths`. The cause reads like the disk's, so it is
+        handled so."""
         n = self._count("commit")
         with self._lock:
-            first_for_path = path in self.commit_files
-            self.commit_files.discard(path)
+            first_for_path = bool(self.commit_files.intersection(paths))
+            self.commit_files.difference_update(paths)
         if n in self.commit_at or first_for_path:
             self._crashed("commit")
             raise OSError(f"injected commit failure (commit {n}): Operation not permitted")

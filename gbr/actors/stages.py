@@ -36,9 +36,9 @@ from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreWriteError
 from gbr.core.graph.build import chunk_with_graph
 from gbr.core.indexing import SharedVectors, embed_chunks, embed_texts, with_known_vectors
-from gbr.core.records import Chunk, FileProblem, FileState, PartialFile
+from gbr.core.records import Chunk, FileProblem, FileState, PartialFile, SourceFile
 from gbr.core.snapshot import PublishPace
-from gbr.core.store import Store
+from gbr.core.store import FileWrite, Store
 from gbr.core.store_writes import StoredChunk
 from gbr.core.telemetry import log
 from gbr.core.walker import Scope, WalkOptions, read_file, walk
@@ -47,6 +47,12 @@ StoreFactory = Callable[[], Store]
 Prepare = Callable[[Sequence[Chunk]], list[StoredChunk]]
 WriteFailed = Callable[[StoreWriteError], None]
 LARGE_FILE = 1_000_000  # bytes; chunking a file this big is announced in telemetry
+# Files the writer swaps in one transaction when they queue up behind each other: one
+# file's transaction cost ~17 ms, 32 files' ~60 ms. Bounded so that a save in the daemon
+# is never held up behind a long batch, and so that a batch is a fraction of the in-flight
+# files (IndexOptions.in_flight), which wait for their slots until written.
+BATCH_FILES = 32
+BATCH_CHUNKS = 2048
 
 
 class _Stage(SupervisedActor):
@@ -389,7 +395,8 @@ class WriterActor(_Stage):
         self._pace = PublishPace()
         self._store: Store | None = None
         self._flagged = False  # whether this run's writes are already marked for a rebuild
-        self._writing: str | None = None  # the file being written, for a commit drill
+        self._writing: tuple[str, ...] = ()  # the files being written, for a commit drill
+        self._pending: list[FileEmbedded] = []  # files waiting to share one transaction
 
     def start_up(self) -> None:
         self._store = self.open_store()
@@ -412,7 +419,14 @@ class WriterActor(_Stage):
             self._store.close()
             self._store = None
 
+    def unfinished(self) -> list[Any]:
+        return [m for m in self._pending if m is not self._in_hand]
+
     def handle(self, message: Any) -> Any:
+        if isinstance(message, FileEmbedded):
+            self._pending.append(message)
+            if not self._batch_full() and not self.actor_inbox.empty():
+                return None  # the files behind it join its transaction
         if isinstance(message, FinishRun | ChunksIn) or self.write_failed is None:
             return self._write(message)  # an `ask`: the asker gets the error itself
         try:
@@ -424,31 +438,24 @@ class WriterActor(_Stage):
             self.write_failed(exc)
             return None
 
+    def _batch_full(self) -> bool:
+        return (
+            len(self._pending) >= BATCH_FILES
+            or sum(len(m.chunks) for m in self._pending) >= BATCH_CHUNKS
+        )
+
     def _write(self, message: Any) -> Any:
         store = self._store
         assert store is not None
-        self._writing = getattr(message, "path", None)
-        if isinstance(message, FileEmbedded | FilesRemoved) and not self._flagged:
+        if self._pending:  # every other message sees the files sent before it written
+            self._write_pending(store)
+        if isinstance(message, FileEmbedded):
+            return None
+        self._writing = (message.path,) if isinstance(message, FileFailed) else ()
+        if isinstance(message, FilesRemoved) and not self._flagged:
             store.mark_fulltext_stale()
             self._flagged = True
-        if isinstance(message, FileEmbedded):
-            # The index's own lookup costs a query per file: only a file it held may gain.
-            own = store.cached_vectors if message.known else _none_known
-            chunks, filled = with_known_vectors(message.chunks, own, self.shared)
-            kept = store.replace_file(message.source, chunks, message.partial, message.graph)
-            if message.partial is not None:
-                log_problem(message.partial, chunks=len(message.chunks), stale_chunks_kept=kept)
-            self._done(
-                FileDone(
-                    message.path,
-                    "indexed",
-                    chunks=len(message.chunks),
-                    embedded=message.embedded,
-                    cached=message.cached + filled,
-                    problem=message.partial,
-                )
-            )
-        elif isinstance(message, VectorsFound):
+        if isinstance(message, VectorsFound):
             self.coordinator.tell(VectorsStored(store.fill_vectors(message.vectors)))
             if self._pace.due():
                 self._publish(store)
@@ -464,11 +471,7 @@ class WriterActor(_Stage):
                 self._publish(store)
             return coverage
         elif isinstance(message, FileFailed):
-            kept = store.mark_failed(message.problem, message.source)
-            log_problem(message.problem)
-            if kept:
-                log().info("chunks_kept_stale", file=message.path, chunks=kept)
-            self._done(FileDone(message.path, "dropped", problem=message.problem))
+            self._drop(store, message.problem, message.source)
         elif isinstance(message, FilesRemoved):
             store.remove_files(message.paths)
             for path in message.paths:
@@ -483,6 +486,91 @@ class WriterActor(_Stage):
             if not store.checkpoint(wait=1.0):
                 log().info("checkpoint_deferred", reason="another connection is reading")
         return None
+
+    def _write_pending(self, store: Store) -> None:
+        """Write the waiting files in one transaction, or one by one if that fails: a
+        batch mixes files, so one file's bad input must not cost the others. A file that
+        fails alone is dropped with the reason; when every file fails alone too, no file
+        is to blame, and the error goes on (the supervisor restarts the writer, and the
+        files still waiting are delivered again)."""
+        if not self._flagged:
+            store.mark_fulltext_stale()
+            self._flagged = True
+        batch = list(self._pending)
+        try:
+            self._write_files(store, batch)
+        except StoreWriteError:
+            raise
+        except Exception as exc:
+            if len(batch) == 1:
+                raise
+            self._write_apart(store, batch, exc)
+        self._pending = []
+
+    def _write_apart(self, store: Store, batch: list[FileEmbedded], error: Exception) -> None:
+        log().warning(
+            "batch_split", actor=self._child_name, files=len(batch), error=describe(error)
+        )
+        failed: list[tuple[FileEmbedded, str]] = []
+        for message in batch:
+            try:
+                self._write_files(store, [message])
+            except StoreWriteError:
+                raise
+            except Exception as alone:
+                failed.append((message, describe(alone)))
+            self._pending.remove(message)
+        if len(failed) == len(batch):
+            self._pending = batch
+            raise error
+        for message, why in failed:
+            reason = f"the writer failed on this file ({why})"
+            self._drop(store, FileProblem(message.path, reason, "write_failed"), message.source)
+
+    def _drop(self, store: Store, problem: FileProblem, source: SourceFile | None) -> None:
+        kept = store.mark_failed(problem, source)
+        log_problem(problem)
+        if kept:
+            log().info("chunks_kept_stale", file=problem.path, chunks=kept)
+        self._done(FileDone(problem.path, "dropped", problem=problem))
+
+    def _write_files(self, store: Store, batch: Sequence[FileEmbedded]) -> None:
+        """Swap the files' chunks in one transaction, with every vector a cache holds."""
+        self._writing = tuple(m.path for m in batch)
+        # The index's own lookup costs a query: only files it held may gain from it.
+        filled = {
+            held: iter(
+                with_known_vectors(
+                    [c for m in batch if m.known is held for c in m.chunks],
+                    store.cached_vectors if held else _none_known,
+                    self.shared,
+                )[0]
+            )
+            for held in (True, False)
+        }
+        chunks = [[next(filled[m.known]) for _ in m.chunks] for m in batch]
+        writes = [
+            FileWrite(m.source, c, m.partial, m.graph) for m, c in zip(batch, chunks, strict=True)
+        ]
+        kept = store.replace_files(writes)
+        for m, mine, stale in zip(batch, chunks, kept, strict=True):
+            if m.partial is not None:
+                log_problem(m.partial, chunks=len(m.chunks), stale_chunks_kept=stale)
+            hits = sum(
+                1
+                for a, b in zip(m.chunks, mine, strict=True)
+                if a.vector is None and b.vector is not None
+            )
+            self._done(
+                FileDone(
+                    m.path,
+                    "indexed",
+                    chunks=len(m.chunks),
+                    embedded=m.embedded,
+                    cached=m.cached + hits,
+                    problem=m.partial,
+                )
+            )
 
     def _update_fulltext(self, store: Store) -> None:
         if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated():

@@ -579,11 +579,27 @@ def _split_spans(
 
 
 def _over(src: _Text, first: int, last: int, count_tokens: TokenCounter, budget: int) -> bool:
-    """Whether rows first..last exceed `budget` tokens; a span over the character cap is
-    over without tokenizing it (counting a 10 MB function alone took hundreds of MB)."""
+    """Whether rows first..last exceed `budget` tokens.
+
+    A text of fewer UTF-8 bytes than the budget is not tokenized: every token covers at
+    least one byte (a sentencepiece model may add one leading piece, hence fewer rather
+    than as many), so it cannot be over. Tokenizing was most of the time to chunk a file.
+    """
     if span_chars(src.lines, first, last) > MAX_CHUNK_CHARS:
         return True
-    return count_tokens(src.rows(first, last)) > budget
+    text = src.rows(first, last)
+    if len(text) < budget and len(text.encode()) < budget:
+        return False
+    return count_tokens(text) > budget
+
+
+def _span_tokens(src: _Text, first: int, last: int, count_tokens: TokenCounter, budget: int) -> int:
+    """The tokens of rows first..last; `budget + 1` for a span over the character cap,
+    which is over without tokenizing it (counting a 10 MB function alone took hundreds of
+    MB)."""
+    if span_chars(src.lines, first, last) > MAX_CHUNK_CHARS:
+        return budget + 1
+    return count_tokens(src.rows(first, last))
 
 
 def _budget(signature: str, count_tokens: TokenCounter, limits: ChunkLimits) -> int:
@@ -599,10 +615,7 @@ def _pack(
     Tokens of whole lines add up: the tokenizer splits on whitespace, and units meet at
     line breaks.
     """
-    unit_tokens = [
-        budget + 1 if _over(src, a, b, count_tokens, budget) else count_tokens(src.rows(a, b))
-        for a, b in units
-    ]
+    unit_tokens = [_span_tokens(src, a, b, count_tokens, budget) for a, b in units]
     spans: list[tuple[int, int]] = []
     cur_start, cur_end, cur_tokens = units[0][0], units[0][1], unit_tokens[0]
     for (a, b), tokens in zip(units[1:], unit_tokens[1:], strict=True):

@@ -4,6 +4,7 @@ Arrow table for a single bulk INSERT. `Store`'s write methods use these."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -11,7 +12,9 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 
-from gbr.core.records import Chunk
+from gbr.core.graph import store as graph_tables
+from gbr.core.graph.model import FileGraph
+from gbr.core.records import Chunk, FileProblem, SourceFile
 from gbr.core.store_errors import is_write_failure, store_error, write_error, writing
 
 if TYPE_CHECKING:
@@ -33,6 +36,51 @@ class StoredChunk:
     tokens: int
     embed_hash: str
     vector: np.ndarray | None
+
+
+@dataclass(frozen=True, slots=True)
+class FileWrite:
+    """One file's new version for `Store.replace_files`: its chunks, whether only part of
+    it parsed, and its code graph rows."""
+
+    source: SourceFile
+    chunks: Sequence[StoredChunk]
+    partial: FileProblem | None = None
+    graph: FileGraph | None = None
+
+
+def swap_files(con: duckdb.DuckDBPyConnection, writes: Sequence[FileWrite]) -> None:
+    """Replace these files' rows, in the caller's transaction: one DELETE per table for
+    all their paths, then one INSERT per table for all their new rows."""
+    import pyarrow as pa  # here: a search never writes, and pyarrow costs it 0.2 s
+
+    paths = [w.source.path for w in writes]
+    for table in ("chunks", "files"):
+        con.execute(f"DELETE FROM {table} WHERE path IN (SELECT unnest(?::VARCHAR[]))", [paths])
+    graph_tables.replace_many(con, [(w.source.path, w.graph) for w in writes])
+    chunks = chunks_table([c for w in writes for c in w.chunks])
+    if chunks.num_rows:
+        con.register("new_chunks", chunks)
+        try:
+            con.execute("INSERT INTO chunks SELECT nextval('chunk_ids'), * FROM new_chunks")
+        finally:
+            con.unregister("new_chunks")
+    now = time.time()
+    files = pa.table(
+        {
+            "path": pa.array(paths, type=pa.string()),
+            "module": pa.array([w.source.module for w in writes], type=pa.string()),
+            "package": pa.array([w.source.package for w in writes], type=pa.string()),
+            "content_hash": pa.array([w.source.content_hash for w in writes], type=pa.string()),
+            "size": pa.array([w.source.size for w in writes], type=pa.int64()),
+            "mtime": pa.array([w.source.mtime for w in writes], type=pa.float64()),
+            "status": pa.array(["partial" if w.partial else "ok" for w in writes]),
+            "error_kind": pa.array([w.partial.kind if w.partial else None for w in writes]),
+            "error": pa.array([w.partial.reason if w.partial else None for w in writes]),
+            "indexed_at": pa.array([now] * len(writes), type=pa.float64()),
+        }
+    )
+    con.from_arrow(files).insert_into("files")
 
 
 class Transaction:

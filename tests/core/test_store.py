@@ -14,7 +14,7 @@ from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import StoreError
 from gbr.core.indexing import embed_chunks
 from gbr.core.records import ChunkRow, FileProblem, SearchFilter, SourceFile
-from gbr.core.store import Store, StoredChunk
+from gbr.core.store import FileWrite, Store, StoredChunk
 
 V1 = """/// Add one to a number.
 pub fn increment(x: Int) -> Int {
@@ -193,3 +193,46 @@ def test_a_duckdb_error_on_a_read_is_one_line_of_ours_with_the_fix(store: Store)
         assert "\n" not in message and message.endswith("if it keeps failing")
         assert f"`gleambrctl index --rebuild --db {store.path} PATH`" in message
         assert isinstance(info.value.__cause__, duckdb.Error)  # kept for --debug
+
+
+def test_files_replaced_together_store_what_one_by_one_stores(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    files = [source(V1), source(V2, "src/other.gleam"), source("", "src/empty.gleam")]
+    query = (
+        "SELECT c.path, c.name, c.search_text, c.embedding, f.content_hash, f.status "
+        "FROM chunks c JOIN files f USING (path) ORDER BY c.path, c.start_line"
+    )
+    tables: list[list[tuple[object, ...]]] = []
+    for name in ("apart", "together"):
+        s = Store.open(tmp_path / f"{name}.duckdb")
+        s.prepare(model_id=model.model_id, chunker_version=CHUNKER_VERSION, dim=model.dim)
+        writes = [FileWrite(f, stored(f, model)) for f in files]
+        if name == "apart":
+            for w in writes:
+                s.replace_file(w.source, w.chunks)
+        else:
+            assert s.replace_files(writes) == [0, 0, 0]
+        tables.append(s.con.execute(query).fetchall())
+        assert s.counts()["files"] == 3
+        s.close()
+    assert tables[0] == tables[1] and len(tables[0]) == 3
+
+
+def test_a_batch_swaps_old_versions_and_keeps_a_partial_files_good_version(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    store.replace_file(source(V1), stored(source(V1), model))
+    store.replace_file(source(V2, "src/other.gleam"), stored(source(V2, "src/other.gleam"), model))
+    broken = FileProblem("src/other.gleam", "syntax error at line 2", "syntax")
+    kept = store.replace_files(
+        [
+            FileWrite(source(V2), stored(source(V2), model)),
+            FileWrite(source(V1, "src/other.gleam"), [], partial=broken),
+        ]
+    )
+    assert kept == [0, 1]  # the partial file keeps its last good version, stale
+    assert names(store) == ["double"]
+    assert names(store, "src/other.gleam") == ["double"]
+    stale = store.con.execute("SELECT bool_and(stale) FROM chunks WHERE path = 'src/other.gleam'")
+    assert stale.fetchall() == [(True,)]

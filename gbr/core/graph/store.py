@@ -74,25 +74,35 @@ def remove(con: duckdb.DuckDBPyConnection, path: str) -> None:
 
 def replace(con: duckdb.DuckDBPyConnection, path: str, graph: FileGraph | None) -> None:
     """Swap a file's rows for `graph`'s, in the caller's transaction (None: no rows)."""
-    remove(con, path)
-    if graph is None:
-        return
-    mod = graph.module
-    rows: dict[str, list[tuple[Any, ...]]] = {
-        "graph_symbols": [
+    replace_many(con, [(path, graph)])
+
+
+def replace_many(
+    con: duckdb.DuckDBPyConnection, graphs: Sequence[tuple[str, FileGraph | None]]
+) -> None:
+    """Swap each file's rows for its graph's (None: no rows), in the caller's transaction:
+    one DELETE and one INSERT per table for all the files."""
+    paths = [path for path, _ in graphs]
+    for table in TABLES:
+        con.execute(f"DELETE FROM {table} WHERE path IN (SELECT unnest(?::VARCHAR[]))", [paths])
+    rows: dict[str, list[tuple[Any, ...]]] = {table: [] for table in TABLES}
+    for path, graph in graphs:
+        if graph is None:
+            continue
+        mod = graph.module
+        rows["graph_symbols"].extend(
             (path, s.module, s.name, s.kind, s.line, s.col, s.public, s.parent)
             for s in graph.symbols
-        ],
-        "graph_imports": [
+        )
+        rows["graph_imports"].extend(
             (path, mod, i.line, i.col, i.module, i.alias, json.dumps([list(n) for n in i.names]))
             for i in graph.imports
-        ],
-        "graph_refs": [
+        )
+        rows["graph_refs"].extend(
             (path, mod, r.source_name, r.line, r.col, r.kind, r.target_module, r.target_name)
             for r in graph.references
             if r.target_module and r.target_name
-        ],
-    }
+        )
     for table, items in rows.items():
         if items:
             _insert(con, table, items)
