@@ -7,7 +7,9 @@ scores. The default is whichever scored best on our eval sets (see bench/eval.py
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Mapping, Sequence
+from concurrent import futures
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -69,6 +71,36 @@ def top_k_cosine(matrix: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndar
     idx = np.argpartition(-scores, k - 1)[:k]
     idx = idx[np.argsort(-scores[idx], kind="stable")]
     return idx, scores[idx]
+
+
+# (chunk ids, unit vectors) of one index state, row for row.
+Snapshot = tuple[np.ndarray, np.ndarray]
+
+
+def scan(
+    snapshot: Snapshot, vector: np.ndarray, depth: int, rows: np.ndarray | None = None
+) -> list[tuple[int, float]]:
+    """(chunk id, cosine) of the `depth` rows (of `rows`, when given) nearest the query."""
+    ids, matrix = snapshot
+    if rows is None:
+        idx, scores = top_k_cosine(matrix, vector, depth)
+        return [(int(ids[i]), float(s)) for i, s in zip(idx, scores, strict=True)]
+    idx, scores = top_k_cosine(matrix[rows], vector, depth)
+    return [(int(ids[rows[i]]), float(s)) for i, s in zip(idx, scores, strict=True)]
+
+
+_POOL: futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _workers() -> futures.ThreadPoolExecutor:
+    """Threads for the dense half of hybrid queries, made on first use (a daemon's
+    request threads share them)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="gbr-dense")
+        return _POOL
 
 
 _CODE_TOKEN = re.compile(
@@ -277,21 +309,31 @@ class Searcher:
     def dense(
         self, query: str, depth: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
-        if self._vectors()[0].shape[0] == 0:
+        snapshot = self._vectors()
+        if snapshot[0].shape[0] == 0:
             return []  # nothing embedded yet: the query need not be either
-        return self.dense_by_vector(self.embedder.embed_batch([query])[0], depth, where)
+        return self._embed_and_scan(query, snapshot, depth, self._rows_allowed(snapshot, where))
 
     def dense_by_vector(
         self, vector: np.ndarray, depth: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
-        ids, matrix = self._vectors()
-        if where:
-            allowed = np.isin(ids, np.asarray(self.store.ids_matching(where), dtype=ids.dtype))
-            rows = np.flatnonzero(allowed)
-            idx, scores = top_k_cosine(matrix[rows], vector, depth)
-            return [(int(ids[rows[i]]), float(s)) for i, s in zip(idx, scores, strict=True)]
-        idx, scores = top_k_cosine(matrix, vector, depth)
-        return [(int(ids[i]), float(s)) for i, s in zip(idx, scores, strict=True)]
+        snapshot = self._vectors()
+        return scan(snapshot, vector, depth, self._rows_allowed(snapshot, where))
+
+    def _rows_allowed(self, snapshot: Snapshot, where: SearchFilter) -> np.ndarray | None:
+        """The snapshot's rows the filter lets through (None: all of them)."""
+        if not where:
+            return None
+        ids = snapshot[0]
+        allowed = np.isin(ids, np.asarray(self.store.ids_matching(where), dtype=ids.dtype))
+        return np.flatnonzero(allowed)
+
+    def _embed_and_scan(
+        self, query: str, snapshot: Snapshot, depth: int, rows: np.ndarray | None
+    ) -> list[tuple[int, float]]:
+        """The dense list from the model and the vectors alone: it never touches the store,
+        so it may run on another thread while this one asks DuckDB for BM25."""
+        return scan(snapshot, self.embedder.embed_batch([query])[0], depth, rows)
 
     def bm25(
         self, query: str, depth: int, where: SearchFilter = NO_FILTER
@@ -312,10 +354,28 @@ class Searcher:
             bm25 = self.bm25(query, depth, where)
             return Retrieval(bm25, bm25=_by_id(bm25))
         if mode == "hybrid":
-            dense, bm25 = self.dense(query, depth, where), self.bm25(query, depth, where)
+            dense, bm25 = self._both(query, depth, where)
             fused = self.fusion.fuse(query, {"dense": dense, "bm25": bm25})
             return Retrieval(fused, _by_id(dense), _by_id(bm25))
         raise ConfigError(f"unknown search mode {mode!r}; use one of {', '.join(MODES)}")
+
+    def _both(
+        self, query: str, depth: int, where: SearchFilter
+    ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """The dense and BM25 lists at once: the model and the vector scan run on a worker
+        thread while DuckDB scores BM25 here (both leave the GIL), so a hybrid query waits
+        for the slower of the two rather than their sum. Everything that reads the store
+        (a reload, the filter's ids) is done first, on this thread."""
+        snapshot = self._vectors()
+        if snapshot[0].shape[0] == 0:
+            return [], self.bm25(query, depth, where)
+        rows = self._rows_allowed(snapshot, where)
+        job = _workers().submit(self._embed_and_scan, query, snapshot, depth, rows)
+        try:
+            bm25 = self.bm25(query, depth, where)
+        finally:
+            futures.wait([job])
+        return job.result(), bm25
 
     def ranked_ids(
         self, query: str, mode: Mode, where: SearchFilter = NO_FILTER, depth: int | None = None

@@ -4,6 +4,7 @@ when stale or damaged, and searching through it ranks exactly as DuckDB's own ve
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core import vector_file
 from gbr.core.embedder import OnnxEmbedder
 from gbr.core.search import MODES, Filter, Searcher
-from gbr.core.store import Store
+from gbr.core.store import Store, ThreadLocalStore
 from tests.conftest import copy_small
 from tests.core.test_store import V1, V2, source, stored
 
@@ -257,3 +258,30 @@ def test_a_refresh_given_another_indexs_vectors_still_writes_this_ones(
     np.testing.assert_array_equal(found[0], want[0])
     np.testing.assert_array_equal(np.asarray(found[1]), want[1])
     assert not np.array_equal(want[1], other[1])
+
+
+def test_hybrid_asks_both_lists_at_once_and_gets_what_one_after_the_other_gives(
+    db: Path, model: OnnxEmbedder
+) -> None:
+    """The dense half runs on a worker thread while BM25 runs on the caller's connection;
+    the lists must be the ones the two asked in turn give, also under a filter, and also
+    with many threads searching one store's cursors at once (as the daemon does)."""
+    filters = (Filter(), Filter(path="src/bookshelf/isbn"), Filter(kinds=("function",)))
+    with Store.open(db, read_only=True) as base:
+        store = ThreadLocalStore(base)
+        searcher = Searcher(store, model, vector_file=vector_file.file_for(db))
+
+        def both_ways(query: str, where: Filter) -> None:
+            got = searcher.retrieve(query, "hybrid", where, depth=20)
+            dense, bm25 = searcher.dense(query, 20, where), searcher.bm25(query, 20, where)
+            assert [d for d, _ in dense] == list(got.dense)
+            assert [d for d, _ in bm25] == list(got.bm25)
+            np.testing.assert_allclose(
+                [s for s, _ in got.dense.values()], [s for _, s in dense], atol=SCORE_TOLERANCE
+            )
+
+        with ThreadPoolExecutor(4) as pool:
+            jobs = [pool.submit(both_ways, q, w) for q in QUERIES for w in filters for _ in (1, 2)]
+            for job in jobs:
+                job.result(timeout=120)
+        store.close_cursors()
