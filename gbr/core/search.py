@@ -19,8 +19,9 @@ import numpy as np
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.environ import NO_ENV
-from gbr.core.errors import ConfigError, IndexEmptyError
+from gbr.core.errors import ConfigError, GbrError, IndexEmptyError
 from gbr.core.graph.store import GraphReader
+from gbr.core.postings_memory import MemoryPostings
 from gbr.core.priors import (
     NO_PRIORS,
     Intent,
@@ -39,6 +40,7 @@ from gbr.core.ranker import (
 )
 from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, SearchFilter
 from gbr.core.store import Store
+from gbr.core.telemetry import log
 
 Mode = Literal["hybrid", "dense", "bm25"]
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "bm25")
@@ -262,9 +264,13 @@ class Searcher:
         fusion: Fusion | None = None,
         ranking: Ranking | None = None,
         vector_file: Path | None = None,
+        postings_budget: int = 0,
     ) -> None:
         """`vector_file`: where the index's vectors are memory-mapped from (and written to
-        when it is missing or stale, gbr.core.vector_file); None reads them into memory."""
+        when it is missing or stale, gbr.core.vector_file); None reads them into memory.
+        `postings_budget`: bytes this searcher may spend holding the BM25 postings in
+        memory (gbr.core.postings_memory), for one that answers many queries, such as
+        the daemon's; 0 asks DuckDB each time, as a one-query command should."""
         self.store = store
         self.vector_file = vector_file
         self.embedder = embedder
@@ -277,11 +283,45 @@ class Searcher:
         # still embeds, dense search sees only the first, and BM25 all of them.
         self._coverage = (0, 0)
         self._central: dict[str, dict[tuple[str, str], float]] = {}
+        self.postings_budget = postings_budget
+        self._postings: MemoryPostings | None = None
+        self._postings_ready = threading.Event()
+        self._postings_lock = threading.Lock()
 
     def reload(self) -> None:
         self._coverage = self.store.coverage()
         self._snapshot = self.store.vectors(self.vector_file)
         self._central = {}  # read again, once, for the new snapshot
+        if self.postings_budget > 0:
+            self._load_postings_behind()
+
+    def _load_postings_behind(self) -> None:
+        """Read the new state's postings on a thread of their own: until they are in, BM25
+        asks DuckDB, so no query waits for them and none is answered from an older state."""
+        with self._postings_lock:
+            self._postings = None
+            ready = self._postings_ready = threading.Event()
+
+        def load() -> None:
+            try:
+                with self.store.cursor() as cursor:
+                    loaded = cursor.memory_postings(self.postings_budget)
+            except GbrError as exc:
+                log().warning("postings_not_in_memory", error=str(exc))
+                loaded = None
+            with self._postings_lock:
+                if self._postings_ready is ready:  # no later reload replaced this one
+                    self._postings = loaded
+            ready.set()
+
+        threading.Thread(target=load, name="gbr-postings", daemon=True).start()
+
+    def postings_in_memory(self, timeout: float) -> bool:
+        """Wait up to `timeout` s for the postings of the current state; whether they
+        are in memory now (False also when they are over the budget)."""
+        self._vectors()
+        self._postings_ready.wait(timeout)
+        return self._postings is not None
 
     def centrality(self, by: str = "callers") -> dict[tuple[str, str], float]:
         """The code graph's centrality of each definition, read once per index snapshot."""
@@ -339,6 +379,9 @@ class Searcher:
         self, query: str, depth: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
         self._vectors()
+        held = self._postings
+        if held is not None and not where:
+            return held.top(self.store.query_terms(code_words(query)), depth)
         return self.store.bm25(code_words(query), depth, where)
 
     def retrieve(

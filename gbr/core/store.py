@@ -23,7 +23,13 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from gbr.core import duckdb_imports, fulltext, store_queries, store_vectors
+from gbr.core import (
+    duckdb_imports,
+    fulltext,
+    postings_memory,
+    store_queries,
+    store_vectors,
+)
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import IndexCorruptError, StoreError
 from gbr.core.fulltext import DEFAULT_FTS, FtsConfig
@@ -518,6 +524,23 @@ class Store:
     ) -> list[tuple[int, float]]:
         """Best BM25 matches among the chunks that the filter lets through."""
         return store_queries.bm25(self.con, query, limit, where)
+
+    @guarded
+    def query_terms(self, words: str) -> list[str]:
+        """The query's distinct terms, as the full-text index tokenizes and stems them."""
+        return postings_memory.query_terms(self.con, words)
+
+    @guarded
+    def memory_postings(self, budget: int) -> postings_memory.MemoryPostings | None:
+        """The full-text index's postings in memory, or None when they would take more
+        than `budget` bytes (or the index predates the postings table)."""
+        try:
+            count = postings_memory.postings_count(self.con)
+        except duckdb.CatalogException:
+            return None
+        if count * postings_memory.BYTES_PER_POSTING > budget:
+            return None
+        return postings_memory.MemoryPostings.load(self.con)
 
     @guarded
     def ids_matching(self, where: SearchFilter) -> list[int]:

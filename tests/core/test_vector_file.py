@@ -285,3 +285,34 @@ def test_hybrid_asks_both_lists_at_once_and_gets_what_one_after_the_other_gives(
             for job in jobs:
                 job.result(timeout=120)
         store.close_cursors()
+
+
+def test_a_searcher_holding_the_postings_ranks_as_one_asking_duckdb_and_follows_a_reload(
+    db: Path, model: OnnxEmbedder
+) -> None:
+    """Held postings answer unfiltered BM25 (and so hybrid); a filter still asks DuckDB.
+    After the index changes, a reload drops the old postings and loads the new state's."""
+    filters = (Filter(), Filter(path="src/bookshelf/isbn"), Filter(kinds=("function",)))
+    with Store.open(db) as store:
+        plain = Searcher(store, model)
+        holding = Searcher(store, model, postings_budget=1 << 30)
+        assert holding.postings_in_memory(timeout=60)
+        for query in QUERIES:
+            for mode in MODES:
+                for where in filters:
+                    want = plain.search(query, 10, mode, where)
+                    got = holding.search(query, 10, mode, where)
+                    assert [(h.path, h.name) for h in got] == [(h.path, h.name) for h in want]
+                    np.testing.assert_allclose(
+                        [h.score for h in got], [h.score for h in want], atol=1e-9
+                    )
+        new = source("pub fn quokka_census(n: Int) -> Int {\n  n\n}\n", "src/zoo.gleam")
+        store.replace_file(new, stored(new, model))
+        store.update_fulltext()
+        assert not holding.search("quokka census", 5, "bm25")  # the old state, until reloaded
+        holding.reload()
+        assert holding.postings_in_memory(timeout=60)
+        assert [h.name for h in holding.search("quokka census", 5, "bm25")][:1] == ["quokka_census"]
+        small = Searcher(store, model, postings_budget=100)
+        assert not small.postings_in_memory(timeout=60)  # over its budget: DuckDB scores
+        assert [h.name for h in small.search("quokka census", 5, "bm25")][:1] == ["quokka_census"]
