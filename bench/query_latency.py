@@ -152,6 +152,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="with --workdir: reuse an index of a size already built there (for before/after)",
     )
+    p.add_argument(
+        "--postings",
+        choices=("memory", "sql"),
+        default="memory",
+        help="warm BM25 from postings held in memory, as the daemon, MCP and chat do "
+        "(default), or from DuckDB each time, as a one-query command does",
+    )
     p.add_argument("--json", metavar="FILE", default=None, help="also write the results as JSON")
     return p.parse_args(argv)
 
@@ -292,6 +299,8 @@ def built(db: Path) -> dict[str, Any]:
 # Whether this gbr keeps the vectors in a file beside the index (issue 14); the bench also
 # runs against a checkout from before it, for before/after figures in one sitting.
 MAPPED = "vector_file" in inspect.signature(Searcher).parameters
+# Whether this gbr's searcher can hold BM25's postings in memory, as the daemon's does.
+HELD = "postings_budget" in inspect.signature(Searcher).parameters
 
 
 def vector_file_of(db: Path) -> Path | None:
@@ -436,8 +445,16 @@ PRIORS_BEFORE = Ranking(priors=Priors(tests="demote", aside=0.3, type_lean=1.3))
 def warm(db: Path, model: Any, queries: list[str], args: argparse.Namespace) -> dict[str, Any]:
     with bc.open_read_only(db) as store:
         file = vector_file_of(db)
-        searcher = Searcher(store, model, vector_file=file) if file else Searcher(store, model)  # type: ignore[call-arg]
+        extra: dict[str, Any] = {"vector_file": file} if file else {}
+        if HELD and args.postings == "memory":
+            from gbr.core.postings_memory import SERVING_BUDGET
+
+            extra["postings_budget"] = SERVING_BUDGET  # as the daemon's searcher
+        searcher = Searcher(store, model, **extra)
         load_s, _ = bc.timed(searcher.reload)
+        postings_s, held = bc.timed(
+            lambda: HELD and args.postings == "memory" and searcher.postings_in_memory(600)
+        )
         # (label, searcher, mode): every label is timed on every query, interleaved.
         runs = [(mode, searcher, mode) for mode in MODES]
         if getattr(args, "compare_priors", False):
@@ -467,6 +484,8 @@ def warm(db: Path, model: Any, queries: list[str], args: argparse.Namespace) -> 
         profile = profile_hybrid(searcher, queries, args.k) if args.profile else None
     out: dict[str, Any] = {
         "vector_load_seconds": load_s,
+        "postings_held": bool(held),
+        "postings_load_seconds": postings_s if held else None,
         "peak_rss": rss.peak,
         "others_cpu": rss.others_cpu,
         "modes": {
@@ -495,7 +514,6 @@ def hybrid_parts(searcher: Searcher, queries: list[str], k: int) -> dict[str, fl
     Re-does the steps of `Searcher.search` from gbr's building blocks, so it reaches into
     a few internals; if they have moved, the breakdown is skipped rather than the bench.
     """
-    from gbr.core.chunk_text import code_words
     from gbr.core.search import rrf, top_k_cosine
 
     try:
@@ -511,7 +529,8 @@ def hybrid_parts(searcher: Searcher, queries: list[str], k: int) -> dict[str, fl
             idx, _ = top_k_cosine(matrix, vector, depth)
             dense = [int(ids[i]) for i in idx]
             t2 = time.perf_counter()
-            sparse = [doc for doc, _ in searcher.store.bm25(code_words(q), depth)]
+            # The searcher's own BM25: from held postings when it has them, as a daemon's.
+            sparse = [doc for doc, _ in searcher.bm25(q, depth)]
             t3 = time.perf_counter()
             collapse(rrf({"dense": dense, "bm25": sparse}), k)
             t4 = time.perf_counter()
@@ -692,6 +711,7 @@ def report(r: dict[str, Any]) -> None:
                 f"{b['fts_seconds']:.1f} s",
                 bc.mb(b["db_bytes"]),
                 f"{e['vector_load_seconds']:.2f} s",
+                "sql" if not e.get("postings_held") else f"{e['postings_load_seconds']:.2f} s",
                 "n/a"
                 if b.get("vector_file_seconds") is None
                 else f"{b['vector_file_seconds']:.2f} s",
@@ -710,6 +730,7 @@ def report(r: dict[str, Any]) -> None:
             "FTS build",
             "db file",
             "vectors load",
+            "postings load",
             "vector file write",
             "hybrid p50 ms: embed / cosine / bm25 / fuse+collapse",
             "CLI --help",

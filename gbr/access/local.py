@@ -89,6 +89,10 @@ class LocalSettings:
     cancel_on_ctrl_c: bool = False
     """Ctrl-C while answering stops the stream and returns what came (a chat), instead of
     ending the call."""
+    postings_budget: int = 0
+    """Bytes the searcher may hold BM25's postings in, for a front door that answers many
+    queries (gbr.core.postings_memory.SERVING_BUDGET); 0 for one query, which would spend
+    more time reading them than it saves."""
 
 
 def found(searcher: Searcher, query: str, mode: str, hits: Sequence[Hit], where: Filter) -> Found:
@@ -172,7 +176,13 @@ class LocalIndex:
     def _searcher(self, store: Store) -> Searcher:
         """The vectors are mapped from the file beside the index (rebuilt when stale)."""
         vectors = vector_file.file_for(store.path)
-        return Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
+        return Searcher(
+            store,
+            self.model,
+            ranking=self._ranking,
+            vector_file=vectors,
+            postings_budget=self.settings.postings_budget,
+        )
 
     def _open_store(self, stack: contextlib.ExitStack) -> Store:
         """The store, open until `stack` closes (and no reindex meanwhile); with

@@ -63,10 +63,13 @@ def chat(
         from gbr.access import choose
         from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
         from gbr.core.paths import default_db
+        from gbr.core.postings_memory import SERVING_BUDGET
 
         root = package_root(path).resolve()
         config = configure(root, db or default_db(root))
-        local_settings = config.local_settings(keep_open=True, cancel_on_ctrl_c=True)
+        local_settings = config.local_settings(
+            keep_open=True, cancel_on_ctrl_c=True, postings_budget=SERVING_BUDGET
+        )
         # A daemon serving the index owns it (DuckDB lets no one else in): go through it.
         backend = choose(local_index(local_settings, model_dir, config.device), note_stale)
         if backend.via is not None:

@@ -79,6 +79,7 @@ def search(
         from gbr.access import LocalSettings, chosen
         from gbr.commands.output import stamped
         from gbr.core.errors import ConfigError
+        from gbr.core.postings_memory import SERVING_BUDGET
         from gbr.core.priors import parse_test_policy
         from gbr.core.search import KINDS, MODES, Filter
 
@@ -98,9 +99,12 @@ def search(
         mode = mode or settings.mode or "hybrid"
         policy = parse_test_policy(tests or settings.tests or "demote")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()), tests=policy)
-        # Kept open for all the queries of `search -`, as one search would.
+        # Kept open for all the queries of `search -`, as one search would; those hold
+        # the BM25 postings too, which one query would spend longer reading than using.
+        budget = SERVING_BUDGET if query == "-" else 0
         local = local_index(
-            LocalSettings(db_path.parent.parent, db_path, keep_open=True), model_dir
+            LocalSettings(db_path.parent.parent, db_path, keep_open=True, postings_budget=budget),
+            model_dir,
         )
         with chosen(local, note_stale) as index:
             try:

@@ -26,6 +26,9 @@ from gbr.core import postings
 from gbr.core.fulltext import FTS_SCHEMA
 
 BYTES_PER_POSTING = 12  # a row number (int32) and a weight (float64)
+# What a searcher that answers many queries (the daemon, MCP, chat, `search -`) may spend:
+# ~30 MB at 100k chunks of real code; a bigger index is scored by DuckDB.
+SERVING_BUDGET = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ from gbr.core.oracle import (
     outcome_of,
 )
 from gbr.core.paths import check_root
+from gbr.core.postings_memory import SERVING_BUDGET
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import default_reranker_spec
 from gbr.core.search import Filter, Mode, Ranking, Searcher
@@ -62,11 +63,6 @@ from gbr.daemon.metrics import Metrics
 from gbr.daemon.oracles import NO_LLM, OracleKey, Oracles, close_provider
 from gbr.daemon.reporting import degraded, describe_metrics, printable
 from gbr.daemon.watcher import Watcher
-
-# Bytes the daemon's searcher may hold BM25's postings in (gbr.core.postings_memory): about
-# 30 MB at 100k chunks of real code, scored in a fifth of DuckDB's time. A bigger index is
-# scored by DuckDB, as a one-query command is.
-POSTINGS_BUDGET = 256 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -158,7 +154,7 @@ class Daemon:
             self.store,
             self.model,
             ranking=Ranking.default(self.config.env),
-            postings_budget=POSTINGS_BUDGET,
+            postings_budget=SERVING_BUDGET,
         )
         self.indexer = start_indexer(
             self.supervisor, self._run, self.config.faults, self._cancel, self._index_report
