@@ -458,10 +458,7 @@ class Searcher:
             order = sorted(range(len(pool)), key=lambda i: -scores[i])  # stable on ties
             reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
             found = reordered + found[len(pool) :]
-        return [
-            replace(self._whole(hit, row), rank=n)
-            for n, (hit, row, _) in enumerate(found[:k], start=1)
-        ]
+        return [replace(hit, rank=n) for n, hit in enumerate(self._wholes(found[:k]), start=1)]
 
     def candidates(
         self, query: str, retrieval: Retrieval, size: int, where: SearchFilter = NO_FILTER
@@ -478,24 +475,29 @@ class Searcher:
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
         """One hit per node: the parts of a split function merge into their best-scored one."""
         rows = self.store.chunk_rows([doc for doc, _ in ranked])
-        return [self._whole(hit, row) for hit, row, _ in self._collapse(ranked, rows, k)]
+        return self._wholes(self._collapse(ranked, rows, k))
 
-    def _whole(self, hit: Hit, row: ChunkRow) -> Hit:
-        """A hit on one part of a split node, widened to the whole node's lines and code.
-        Done only for the hits returned: each split node costs a query."""
-        if row.parts <= 1:
-            return hit
-        parts = self.store.node_parts(row.path, row.kind, row.name)
-        if len(parts) != row.parts:
-            return hit
-        text = "\n".join(p.text for p in parts)
-        return replace(hit, start_line=parts[0].start_line, end_line=parts[-1].end_line, text=text)
+    def _wholes(self, found: Sequence[tuple[Hit, ChunkRow, int]]) -> list[Hit]:
+        """The hits, those on one part of a split node widened to the whole node's lines
+        and code. Done only for the hits returned, with one query for all their nodes."""
+        split = [(row.path, row.kind, row.name) for _, row, _ in found if row.parts > 1]
+        parts = self.store.nodes_parts(split) if split else {}
+        out = []
+        for hit, row, _ in found:
+            mine = parts.get((row.path, row.kind, row.name), [])
+            if row.parts > 1 and len(mine) == row.parts:
+                text = "\n".join(p.text for p in mine)
+                hit = replace(
+                    hit, start_line=mine[0].start_line, end_line=mine[-1].end_line, text=text
+                )
+            out.append(hit)
+        return out
 
     def _collapse(
         self, ranked: list[tuple[int, float]], rows: dict[int, ChunkRow], k: int
     ) -> list[tuple[Hit, ChunkRow, int]]:
         """(hit, its best part's row, that row's id), one per node, best first; a split
-        node's hit carries its best part's lines until `_whole` widens it."""
+        node's hit carries its best part's lines until `_wholes` widens it."""
         found: list[tuple[Hit, ChunkRow, int]] = []
         seen: set[tuple[str, str, str]] = set()
         for doc, score in ranked:

@@ -563,9 +563,12 @@ class Store:
         return store_queries.chunk_rows(self.con, ids)
 
     @guarded
-    def node_parts(self, path: str, kind: str, name: str) -> list[NodePart]:
-        """Every part of a split node, in order; a name is unique per kind within a file."""
-        return store_queries.node_parts(self.con, path, kind, name)
+    def nodes_parts(
+        self, nodes: Sequence[tuple[str, str, str]]
+    ) -> dict[tuple[str, str, str], list[NodePart]]:
+        """Every part of each (path, kind, name) node, in order, in one query; a name is
+        unique per kind within a file."""
+        return store_queries.nodes_parts(self.con, nodes)
 
     @guarded
     def counts(self) -> IndexCounts:

@@ -201,14 +201,23 @@ def chunk_rows(con: Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
     return {row[0]: ChunkRow(*row) for row in rows}
 
 
-def node_parts(con: Connection, path: str, kind: str, name: str) -> list[NodePart]:
-    """Every part of a split node, in order; a name is unique per kind within a file."""
+def nodes_parts(
+    con: Connection, nodes: Sequence[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], list[NodePart]]:
+    """One scan for all the nodes: a query per node read the whole table each time."""
+    if not nodes:
+        return {}
+    values = ", ".join("(?, ?, ?)" for _ in nodes)
     rows = con.execute(
-        "SELECT start_line, end_line, part, text FROM chunks "
-        "WHERE path = ? AND kind = ? AND name = ? ORDER BY part",
-        [path, kind, name],
+        "SELECT c.path, c.kind, c.name, c.start_line, c.end_line, c.part, c.text FROM chunks c "
+        f"JOIN (VALUES {values}) AS n(path, kind, name) "
+        "ON c.path = n.path AND c.kind = n.kind AND c.name = n.name ORDER BY c.part",
+        [v for node in nodes for v in node],
     ).fetchall()
-    return [NodePart(*row) for row in rows]
+    out: dict[tuple[str, str, str], list[NodePart]] = {}
+    for path, kind, name, *part in rows:
+        out.setdefault((path, kind, name), []).append(NodePart(*part))
+    return out
 
 
 def counts(con: Connection) -> IndexCounts:

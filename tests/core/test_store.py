@@ -236,3 +236,29 @@ def test_a_batch_swaps_old_versions_and_keeps_a_partial_files_good_version(
     assert names(store, "src/other.gleam") == ["double"]
     stale = store.con.execute("SELECT bool_and(stale) FROM chunks WHERE path = 'src/other.gleam'")
     assert stale.fetchall() == [(True,)]
+
+
+def test_the_parts_of_several_split_nodes_come_back_in_one_call_in_order(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    def big(name: str) -> str:
+        lets = "".join(f"  let {name}_{i} = x + {i}\n" for i in range(120))
+        return f"pub fn {name}(x: Int) -> Int {{\n{lets}  x\n}}\n"
+
+    src = source(big("alpha") + "\n" + big("bravo"))
+    items = stored(src, model)
+    store.replace_file(src, items)
+    got = store.nodes_parts(
+        [
+            ("src/calc.gleam", "function", "bravo"),
+            ("src/calc.gleam", "function", "alpha"),
+            ("src/calc.gleam", "function", "missing"),
+        ]
+    )
+    assert set(got) == {("src/calc.gleam", "function", n) for n in ("alpha", "bravo")}
+    for name in ("alpha", "bravo"):
+        parts = got[("src/calc.gleam", "function", name)]
+        mine = [i.chunk for i in items if i.chunk.name == name]
+        assert len(parts) == len(mine) > 1
+        assert [p.part for p in parts] == list(range(len(parts)))
+        assert [p.text for p in parts] == [c.text for c in mine]
