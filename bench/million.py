@@ -14,7 +14,8 @@
             --workdir for the same --chunks are used again.
 2. size     the .duckdb file, its WAL, the vector file: bytes, and bytes per chunk.
 3. search   `gleambrctl search QUERY --db DB --json`, one cold subprocess per query: wall
-            time and the child's own peak RSS (its VmHWM, sampled from /proc).
+            time and the child's own peak RSS (its VmHWM, sampled from /proc); then one more
+            under cProfile, for where a cold search's time goes.
 4. index    `gleambrctl index TREE --db DB --json` with nothing changed (wall, files seen
             and unchanged, peak RSS), then after one file gained a function (and a search
             that must find it), then after the file was put back, that run under cProfile:
@@ -22,7 +23,8 @@
             copy of the index, the pipeline, the vector file).
 5. daemon   `gleambrctl serve TREE --db DB` on 127.0.0.1, a free port and a token: time to
             ready (its start-up pass hashes the tree), /search latencies, peak RSS (VmHWM
-            from /proc), then SIGTERM and its exit code.
+            from /proc), then SIGTERM and its exit code. Then one more cold search, profiled:
+            what the daemon's pass left the next CLI user.
 
 It ends with a "next wall" paragraph derived from the figures. The machine is shared:
 "load" is the load average around the run.
@@ -123,6 +125,7 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
 
     bc.log_step(f"cold CLI search x {len(queries)}")
     results["search"] = [cold_search(q, where.db, env) for q in queries]
+    results["search_profiled"] = cold_search(queries[0], where.db, env, work / "search.prof")
 
     bc.log_step("no-op re-index of the whole tree")
     results["reindex"] = {"noop": index_run(where, env)}
@@ -148,6 +151,10 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
 
     bc.log_step("the daemon: start, /search, SIGTERM")
     results["daemon"] = daemon_run(where, queries, args.daemon_searches)
+    bc.log_step("cold CLI search after the daemon (profiled)")
+    results["search_after_daemon"] = cold_search(
+        queries[0], where.db, env, work / "search-after-daemon.prof"
+    )
     results["next_wall"] = next_wall(results)
     results["checks"] = checks(results)
 
@@ -308,28 +315,39 @@ def pick_queries(n: int) -> list[str]:
     return mixed[:n]
 
 
-def cold_search(query: str, db: Path, env: dict[str, str]) -> dict[str, Any]:
-    child = run_child([bc.gleambrctl(), "search", query, "--db", str(db), "--json"], env)
+def profiled(cmd: list[str], profile: Path | None) -> list[str]:
+    """`cmd` (a gleambrctl command line) under cProfile, its stats dumped to `profile`."""
+    return cmd if profile is None else [sys.executable, "-m", "cProfile", "-o", str(profile), *cmd]
+
+
+def cold_search(
+    query: str, db: Path, env: dict[str, str], profile: Path | None = None
+) -> dict[str, Any]:
+    """One `gleambrctl search QUERY --db DB --json`: wall, peak RSS, hits; with `profile`,
+    under cProfile and broken into SEARCH_PHASES."""
+    cmd = [bc.gleambrctl(), "search", query, "--db", str(db), "--json"]
+    child = run_child(profiled(cmd, profile), env)
     if child.code != 0:
         raise SystemExit(f"search {query!r} failed ({child.code}): {child.stderr.strip()}")
     hits = json.loads(child.stdout)["results"]
-    return {
+    out = {
         "query": query,
         "seconds": child.seconds,
         "peak_rss": child.peak_rss,
         "hits": len(hits),
         "names": [h["name"] for h in hits],
     }
+    if profile is not None:
+        out["phases"] = profile_phases(profile, SEARCH_PHASES)
+    return out
 
 
 def index_run(where: Layout, env: dict[str, str], profile: Path | None = None) -> dict[str, Any]:
     """One `gleambrctl index TREE --db DB --json`: its summary, wall, peak RSS and events;
-    with `profile`, run under cProfile and broken into PHASES."""
+    with `profile`, under cProfile and broken into INDEX_PHASES."""
     offset = where.events.stat().st_size if where.events.exists() else 0
     cmd = [bc.gleambrctl(), "index", str(where.tree), "--db", str(where.db), "--json"]
-    if profile is not None:
-        cmd = [sys.executable, "-m", "cProfile", "-o", str(profile), *cmd]
-    child = run_child(cmd, env)
+    child = run_child(profiled(cmd, profile), env)
     if child.code != 0:
         raise SystemExit(f"index failed ({child.code}): {child.stderr.strip()}")
     summary = json.loads(child.stdout)
@@ -342,39 +360,50 @@ def index_run(where: Layout, env: dict[str, str], profile: Path | None = None) -
         "events": events_since(where.events, offset),
     }
     if profile is not None:
-        out["phases"] = profile_phases(profile)
+        out["phases"] = profile_phases(profile, INDEX_PHASES)
     return out
 
 
-# (label, file, function): the steps of a staged `index` run on its main thread, in order.
-# The pipeline's actors run in threads; the main thread waits for them in _run_pipeline.
-PHASES = (
+# (label, file, function) of the steps of a command on its main thread, in order, then the
+# whole command. The index pipeline's actors run in threads, and the main thread waits for
+# them in _run_pipeline: cProfile sees only that wait, which is the pipeline's wall time.
+Phases = tuple[tuple[str, str, str], ...]
+INDEX_PHASES: Phases = (
     ("model load", "gbr/access/local.py", "model"),
+    ("damage check (reads every row)", "gbr/core/store.py", "verify"),
     ("no-change check (walk, hash)", "gbr/core/snapshot.py", "unchanged_summary"),
     ("map the old vector file", "gbr/actors/pipeline.py", "_vectors_before"),
     ("copy the index", "gbr/core/snapshot.py", "begin"),
     ("pipeline (walk, hash, write, FTS)", "gbr/actors/pipeline.py", "_run_pipeline"),
     ("commit (reopen, rename)", "gbr/core/snapshot.py", "commit"),
     ("write the vector file", "gbr/actors/pipeline.py", "_refresh_vectors"),
+    ("the whole command", "gbr/commands/index.py", "index"),
 )
+SEARCH_PHASES: Phases = (
+    ("model load", "gbr/access/local.py", "model"),
+    ("coverage check (count(embedding))", "gbr/core/store_queries.py", "coverage"),
+    ("vectors read from DuckDB", "gbr/core/store_queries.py", "vectors"),
+    ("vector file written", "gbr/core/vector_file.py", "write"),
+    ("cosine over all vectors", "gbr/core/search.py", "top_k_cosine"),
+    ("BM25", "gbr/core/store_queries.py", "bm25"),
+    ("the whole command", "gbr/commands/search.py", "search"),
+)
+WHOLE = "the whole command"
 
 
-PHASE_LABELS = frozenset(label for label, _, _ in PHASES)
-
-
-def profile_phases(profile: Path) -> dict[str, float]:
-    """Cumulative seconds of each of PHASES, and of the whole process, from a cProfile dump."""
+def profile_phases(profile: Path, phases: Phases) -> dict[str, float]:
+    """Cumulative seconds of each phase, from a cProfile dump."""
     import pstats
 
     stats = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]
-    out: dict[str, float] = {}
-    for label, file, name in (*PHASES, ("the whole command", "gbr/commands/index.py", "index")):
-        out[label] = sum(
+    return {
+        label: sum(
             ct
             for (path, _, fn), (_, _, _, ct, _) in stats.items()
             if fn == name and path.replace(os.sep, "/").endswith(file)
         )
-    return out
+        for label, file, name in phases
+    }
 
 
 def events_since(path: Path, offset: int) -> list[dict[str, Any]]:
@@ -464,9 +493,27 @@ def median_of(rows: list[dict[str, Any]], key: str) -> float:
 BUDGETS = {"cold search": 1.0, "no-op re-index": 2.0, "one changed file": 2.0}
 
 
+# Where each wait's time is found: the profiled run that shows it, and which of its phases
+# belong to that wait (None: all of them).
+WHERE_TIME_GOES: dict[str, tuple[tuple[str, ...], frozenset[str] | None]] = {
+    "cold search": (("search_profiled",), None),
+    "one changed file": (("reindex", "restored"), None),
+    "no-op re-index": (
+        ("reindex", "restored"),
+        frozenset({"model load", "damage check (reads every row)", "no-change check (walk, hash)"}),
+    ),
+}
+
+
+def _dig(r: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    for key in keys:
+        r = r.get(key) or {}
+    return r
+
+
 def next_wall(r: dict[str, Any]) -> str:
-    """Which cost is furthest over its budget, where its time goes, and what grows with the
-    tree, in one paragraph from the figures alone."""
+    """Which wait is furthest over its budget, where its time goes, what a daemon pass costs
+    the next search, and the memory, in one paragraph from the figures alone."""
     b, size, rx, d = r["build"], r["size"], r["reindex"], r["daemon"]
     chunks, files = b["chunks"], b["files"]
     waits = {
@@ -479,36 +526,43 @@ def next_wall(r: dict[str, Any]) -> str:
         f"At {chunks:,} chunks ({files:,} files) the index takes {size['total'] / 1e9:.2f} GB "
         f"on disk, {size['total'] / chunks:,.0f} B a chunk, {size['vectors'] / 1e9:.2f} GB of "
         "it the vector file.",
-        f"Furthest over its budget: {wall}, {waits[wall]:.1f} s against {BUDGETS[wall]:g} s.",
+        f"Furthest over its budget: {wall}, {waits[wall]:.1f} s against "
+        f"{BUDGETS[wall]:g} s (others: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in waits.items() if k != wall)
+        + ").",
     ]
-    phases = {k: v for k, v in (rx["restored"].get("phases") or {}).items() if k in PHASE_LABELS}
-    if wall == "one changed file" and phases:
+    source, wanted = WHERE_TIME_GOES[wall]
+    run = _dig(r, source)
+    phases = {
+        k: v
+        for k, v in (run.get("phases") or {}).items()
+        if k != WHOLE and (wanted is None or k in wanted)
+    }
+    if phases:
         top = sorted(phases, key=lambda k: -phases[k])[:3]
-        whole = max(rx["restored"]["seconds"], 1e-9)
         out.append(
             "Its time goes to "
             + ", ".join(f"{k} {phases[k]:.1f} s" for k in top)
-            + f" (of {whole:.1f} s, profiled); but for the model load, each is a cost of the "
-            "whole index paid for one file, so it grows with the tree, not with the change."
+            + f" (profiled run: {run['seconds']:.1f} s); but for the model load, each is paid "
+            "over the whole index, so it grows with the tree, not with the work asked."
         )
-    elif wall == "no-op re-index":
+    after = r.get("search_after_daemon") or {}
+    reread = (after.get("phases") or {}).get("vectors read from DuckDB", 0.0)
+    if reread > 0.5:
         out.append(
-            f"It walks and hashes every file, {1000 * waits[wall] / max(1, files):.2f} ms a "
-            "file, so it grows with the file count."
+            f"A daemon pass that changed nothing still left the vector file stale: the next "
+            f"cold search took {after['seconds']:.1f} s and {after['peak_rss'] / 1e9:.2f} GB, "
+            f"{reread:.1f} s of it reading every vector back from DuckDB."
         )
-    elif wall == "cold search":
-        out.append(
-            "A cold search loads the model and maps the vectors, and brute-force cosine reads "
-            "all of them, so it grows with the chunk count."
-        )
-    search_rss = max(s["peak_rss"] for s in r["search"])
+    search_rss = max(x["peak_rss"] for x in r["search"])
     index_rss = max(x["peak_rss"] for x in rx.values())
     daemon_rss = d.get("peak_rss") or 0
     out.append(
-        f"Peak RSS: search {search_rss / 1e9:.2f} GB, index {index_rss / 1e9:.2f} GB, daemon "
-        f"{daemon_rss / 1e9:.2f} GB; the vectors alone grow {size['vectors'] / chunks:,.0f} B a "
-        f"chunk, {10 * size['vectors'] / 1e9:.1f} GB at ten times this tree, which is where "
-        "memory (every search touches every vector) stops fitting a laptop."
+        f"Peak RSS: cold search {search_rss / 1e9:.2f} GB, index {index_rss / 1e9:.2f} GB, "
+        f"daemon {daemon_rss / 1e9:.2f} GB; the vectors alone grow {size['vectors'] / chunks:,.0f}"
+        f" B a chunk, {10 * size['vectors'] / 1e9:.1f} GB at ten times this tree, where "
+        "whatever reads every vector (a coverage count, brute-force cosine, a load into "
+        "memory) stops fitting a laptop."
     )
     return " ".join(out)
 
@@ -614,15 +668,20 @@ def report(r: dict[str, Any]) -> None:
     if events:
         print(
             "\nevents of the one-changed-file run (s since its first): "
-            + ", ".join(f"{e['event']} {e['t']:.1f}" for e in events)
+            + ", ".join(f"{e['event']} {e['t']:.1f}" for e in events if e["event"])
         )
-    phases = rx["restored"].get("phases")
-    if phases:
-        bc.print_table(
-            "where a one-file run's time goes (the put-back run, under cProfile; main thread)",
-            ["phase", "seconds"],
-            [[label, f"{seconds:.1f} s"] for label, seconds in phases.items()],
-        )
+    for title, run in (
+        ("a one-file index run (the put-back run)", rx["restored"]),
+        ("a cold search", r.get("search_profiled")),
+        ("the first cold search after the daemon", r.get("search_after_daemon")),
+    ):
+        if run and run.get("phases"):
+            bc.print_table(
+                f"where {title} spends its time (cProfile, main thread; "
+                f"{run['seconds']:.1f} s wall, peak RSS {_gb(run['peak_rss'])})",
+                ["phase", "seconds"],
+                [[label, f"{seconds:.1f} s"] for label, seconds in run["phases"].items()],
+            )
     print("\nnext wall: " + r["next_wall"])
     print()
     for c in r["checks"]:

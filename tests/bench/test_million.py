@@ -71,6 +71,8 @@ def figures(search_s: float, noop_s: float, changed_s: float) -> dict[str, Any]:
             | {
                 "phases": {
                     "model load": 1.0,
+                    "damage check (reads every row)": 11.0,
+                    "no-change check (walk, hash)": 8.0,
                     "copy the index": 20.0,
                     "write the vector file": 30.0,
                     "pipeline (walk, hash, write, FTS)": 12.0,
@@ -89,12 +91,29 @@ def test_the_wall_is_the_wait_furthest_over_its_budget(bench: ModuleType) -> Non
     assert "write the vector file 30.0 s, copy the index 20.0 s, pipeline" in text
     assert "whole command" not in text
     assert "daemon 3.00 GB" in text and "15.0 GB at ten times" in text
+    assert "stale" not in text
 
     text = bench.next_wall(figures(search_s=9.0, noop_s=1.0, changed_s=2.0))
     assert "Furthest over its budget: cold search, 9.0 s" in text
 
+    # A no-op's own phases only, from the profiled one-file run.
     text = bench.next_wall(figures(search_s=0.5, noop_s=12.0, changed_s=11.0))
-    assert "no-op re-index" in text and "0.24 ms a file" in text
+    assert "Furthest over its budget: no-op re-index, 12.0 s" in text
+    assert (
+        "damage check (reads every row) 11.0 s, no-change check (walk, hash) 8.0 s, "
+        "model load 1.0 s (profiled run" in text
+    )
+
+
+def test_a_search_reading_every_vector_after_the_daemon_is_called_out(bench: ModuleType) -> None:
+    r = figures(search_s=3.0, noop_s=8.0, changed_s=70.0)
+    r["search_after_daemon"] = {
+        "seconds": 27.6,
+        "peak_rss": 7.8e9,
+        "phases": {"vectors read from DuckDB": 21.0, "the whole command": 27.0},
+    }
+    text = bench.next_wall(r)
+    assert "the next cold search took 27.6 s and 7.80 GB, 21.0 s of it reading" in text
 
 
 @pytest.mark.parametrize("args", [["--chunks", "0"], ["--searches", "0"]])
