@@ -446,22 +446,9 @@ def load_level(
 
 def daemon_lags(events: Path, offset: int) -> tuple[list[float], int]:
     """`changes_searchable` seconds the daemon logged after `offset`, and the new offset."""
-    try:
-        with events.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except FileNotFoundError:
-        return [], offset
-    lags: list[float] = []
-    complete = data[: data.rfind(b"\n") + 1]
-    for line in complete.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("event") == "changes_searchable":
-            lags.append(float(event["seconds"]))
-    return lags, offset + len(complete)
+    found, offset = bc.events_after(events, offset)
+    lags = [float(e["seconds"]) for e in found if e.get("event") == "changes_searchable"]
+    return lags, offset
 
 
 def save_to_searchable(

@@ -408,17 +408,10 @@ def profile_phases(profile: Path, phases: Phases) -> dict[str, float]:
 
 def events_since(path: Path, offset: int) -> list[dict[str, Any]]:
     """(seconds since the first, event name) of the telemetry events written after `offset`."""
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except FileNotFoundError:
-        return []
     out: list[dict[str, Any]] = []
     first: datetime | None = None
-    for line in data.splitlines():
+    for event in bc.events_after(path, offset)[0]:
         try:
-            event = json.loads(line)
             at = datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00"))
         except (ValueError, KeyError):
             continue
