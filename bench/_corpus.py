@@ -518,6 +518,27 @@ def log_step(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
+def events_after(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    """The telemetry events (JSON lines) written to `path` after byte `offset`, and the
+    offset after the last complete line: a line still being written is left for next time."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], offset
+    complete = data[: data.rfind(b"\n") + 1]
+    events: list[dict[str, Any]] = []
+    for line in complete.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events, offset + len(complete)
+
+
 def open_read_only(db: Path, attempts: int = 50) -> Any:
     """`Store.open(db, read_only=True)`, retried while the pipeline's connections close.
 

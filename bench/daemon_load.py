@@ -233,6 +233,7 @@ class Daemon:
     url: str
     log: Path
     ready_seconds: float
+    token: str | None = None  # sent as a bearer token when the daemon was started with one
 
     @property
     def pid(self) -> int:
@@ -243,15 +244,28 @@ class Daemon:
         return self.root / ".gbr" / "events.jsonl"
 
     @classmethod
-    def start(cls, root: Path, log: Path, home: Path, debounce_ms: int) -> Daemon:
+    def start(
+        cls,
+        root: Path,
+        log: Path,
+        home: Path,
+        debounce_ms: int,
+        db: Path | None = None,
+        token: str | None = None,
+    ) -> Daemon:
+        """With `db`, the index file outside the tree (`--db`); with `token`, `--token`."""
         env = {k: v for k, v in os.environ.items() if k not in SCRUBBED_ENV}
         env |= {"GBR_HOME": str(home), "NO_COLOR": "1"}
         cmd = [bc.gleambrctl(), "serve", str(root), "--port", "0"]
         cmd += ["--debounce-ms", str(debounce_ms)]
+        if db is not None:
+            cmd += ["--db", str(db)]
+        if token is not None:
+            env["GBR_TOKEN"] = token  # not on the command line, where `ps` shows it
         started = time.perf_counter()
         with log.open("wb") as out:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-        db = root / ".gbr" / "index.duckdb"
+        db = db if db is not None else root / ".gbr" / "index.duckdb"
 
         def published() -> str | None:
             if proc.poll() is not None:
@@ -265,7 +279,7 @@ class Daemon:
 
         try:
             url = poll(published, "the daemon's discovery file", timeout=300)
-            daemon = cls(proc, root, url, log, 0.0)
+            daemon = cls(proc, root, url, log, 0.0, token)
             daemon.wait_idle(timeout=1800)  # a first pass over a fresh tree embeds it all
         except BaseException:
             proc.kill()
@@ -275,7 +289,8 @@ class Daemon:
         return daemon
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=120, trust_env=False)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return httpx.Client(base_url=self.url, timeout=120, trust_env=False, headers=headers)
 
     def status(self) -> dict[str, Any]:
         with self.client() as client:
@@ -431,22 +446,9 @@ def load_level(
 
 def daemon_lags(events: Path, offset: int) -> tuple[list[float], int]:
     """`changes_searchable` seconds the daemon logged after `offset`, and the new offset."""
-    try:
-        with events.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except FileNotFoundError:
-        return [], offset
-    lags: list[float] = []
-    complete = data[: data.rfind(b"\n") + 1]
-    for line in complete.splitlines():
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("event") == "changes_searchable":
-            lags.append(float(event["seconds"]))
-    return lags, offset + len(complete)
+    found, offset = bc.events_after(events, offset)
+    lags = [float(e["seconds"]) for e in found if e.get("event") == "changes_searchable"]
+    return lags, offset
 
 
 def save_to_searchable(
