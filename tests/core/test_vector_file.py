@@ -316,3 +316,30 @@ def test_a_searcher_holding_the_postings_ranks_as_one_asking_duckdb_and_follows_
         small = Searcher(store, model, postings_budget=100)
         assert not small.postings_in_memory(timeout=60)  # over its budget: DuckDB scores
         assert [h.name for h in small.search("quokka census", 5, "bm25")][:1] == ["quokka_census"]
+
+
+def test_a_writing_session_that_changes_no_chunk_keeps_the_generation_and_the_file(
+    db: Path, model: OnnxEmbedder
+) -> None:
+    """A no-op `index` (or a daemon's start-up pass) must not make the vector file stale."""
+    file = vector_file.file_for(db)
+    with Store.open(db, read_only=True) as store:
+        store.vectors(file)
+        before = store.meta()["vectors_generation"]
+    with Store.open(db) as store:
+        assert store.prepare(**_meta(store)) is None
+        store.set_meta(last_run="{}")
+    with Store.open(db, read_only=True) as store:
+        assert store.meta()["vectors_generation"] == before
+        assert isinstance(store.vectors(file)[1], np.memmap)  # still served, not rebuilt
+
+
+def _meta(store: Store) -> dict[str, object]:
+    """The index's own model and chunker settings, as the run that wrote it recorded."""
+    have = store.meta()
+    return {
+        "model_id": have["model_id"],
+        "chunker_version": have["chunker_version"],
+        "dim": int(have["dim"]),
+        "embed_format": have["embed_format"],
+    }
