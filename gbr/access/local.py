@@ -14,30 +14,34 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pykka
-
-from gbr.access.answering import Answering, open_provider, resolve
 from gbr.access.base import Found, LlmChoice
 from gbr.access.discovery import lock_held
-from gbr.actors.oracle import AskQuestion, ask_later, ask_once, start_oracle
-from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.actors.supervisor import Supervisor
 from gbr.core import vector_file
-from gbr.core.embed_cache import CacheConfig
-from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import DaemonError, IndexBusyError, StoreError
 from gbr.core.filter_hint import filter_hint
-from gbr.core.graph.questions import answer
-from gbr.core.llm import Message
-from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
 from gbr.core.paths import default_db, package_root
-from gbr.core.records import Hit, IndexSummary, ProgressCallback
-from gbr.core.search import Filter, Mode, Ranking, Searcher
+from gbr.core.search import Filter, Ranking, Searcher
 from gbr.core.snapshot import open_for_reading
-from gbr.core.store import Store, status_report
+from gbr.core.store import status_report
 from gbr.core.walker import DEFAULT_MAX_BYTES
+
+# What only ask, index and graph questions use is imported where they use it: a cold
+# `search` loads neither the actors (pykka), the LLM providers nor the graph answers.
+if TYPE_CHECKING:
+    import pykka
+
+    from gbr.access.answering import Answering
+    from gbr.actors.oracle import AskQuestion
+    from gbr.actors.supervisor import Supervisor
+    from gbr.core.embed_cache import CacheConfig
+    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.llm import Message
+    from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink
+    from gbr.core.records import Hit, IndexSummary, ProgressCallback
+    from gbr.core.search import Mode
+    from gbr.core.store import Store
 
 
 class _SharedExclusive:
@@ -224,12 +228,16 @@ class LocalIndex:
             return store.meta().get("root")
 
     def graph(self, op: str, name: str | None, depth: int = 1) -> dict[str, Any]:
+        from gbr.core.graph.questions import answer
+
         with self._reading() as store:
             return answer(store, op, name, depth)
 
     # -- questions ------------------------------------------------------------------------------
 
     def check_llm(self, llm: LlmChoice) -> tuple[str, str]:
+        from gbr.access.answering import open_provider
+
         provider = open_provider(llm, self._env)
         try:
             return provider.name, provider.model
@@ -246,6 +254,9 @@ class LocalIndex:
     ) -> AskOutcome:
         """Answer through an Oracle actor made for this question, from the provider and
         reranker `llm` resolves to (a chat keeps those between questions)."""
+        from gbr.actors.oracle import AskQuestion, ask_once
+        from gbr.core.oracle import outcome_of
+
         llm = LlmChoice() if llm is None else llm
         answering = self._answering_for(llm, options)
         try:
@@ -268,6 +279,8 @@ class LocalIndex:
         return outcome_of(answer, options.dry_run, answering.missing)
 
     def _answering_for(self, llm: LlmChoice, options: AskOptions) -> Answering:
+        from gbr.access.answering import resolve
+
         if not self.settings.keep_open:
             return resolve(llm, options, self._env)
         key = (llm, options.rerank, options.dry_run)  # all that `resolve` reads
@@ -281,6 +294,9 @@ class LocalIndex:
     def _answer_cancellable(self, oracle: Oracle, asked: AskQuestion) -> Answer:
         """The answer from a new Oracle actor; Ctrl-C sets `asked.cancel` and waits for
         what came. The Oracle is made per question, so no other thread's object changes."""
+        from gbr.actors.oracle import ask_later, start_oracle
+        from gbr.actors.supervisor import Supervisor
+
         supervisor = Supervisor()
         future = ask_later(start_oracle(supervisor, oracle), asked)
         self._pending = (future, supervisor)
@@ -317,6 +333,8 @@ class LocalIndex:
     ) -> IndexSummary:
         """A staged pass (readers keep the last complete index); with `path`, over its
         package, which this index then follows."""
+        from gbr.actors.pipeline import IndexOptions, run_index
+
         root = package_root(path) if path is not None else self.root
         if root != self.root:
             self.settings = replace(self.settings, root=root)
