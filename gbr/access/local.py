@@ -30,6 +30,7 @@ from gbr.core.walker import DEFAULT_MAX_BYTES
 # What only ask, index and graph questions use is imported where they use it: a cold
 # `search` loads neither the actors (pykka), the LLM providers nor the graph answers.
 if TYPE_CHECKING:
+    import numpy as np
     import pykka
 
     from gbr.access.answering import Answering
@@ -174,9 +175,11 @@ class LocalIndex:
         return searcher
 
     def _searcher(self, store: Store) -> Searcher:
-        """The vectors are mapped from the file beside the index (rebuilt when stale)."""
+        """The vectors are mapped from the file beside the index (rebuilt when stale); the
+        model is loaded at the first query to embed."""
         vectors = vector_file.file_for(store.path)
-        return Searcher(store, self.model, ranking=self._ranking, vector_file=vectors)
+        model = _ModelOnFirstUse(self)
+        return Searcher(store, model, ranking=self._ranking, vector_file=vectors)
 
     def _open_store(self, stack: contextlib.ExitStack) -> Store:
         """The store, open until `stack` closes (and no reindex meanwhile); with
@@ -362,6 +365,32 @@ class LocalIndex:
             answering.close()
         self._answering.clear()
         self._let_go()
+
+
+class _ModelOnFirstUse:
+    """The index's model, loaded when a query is first embedded: a `--mode bm25` search
+    embeds nothing, and loading the model was a third of its cold run."""
+
+    def __init__(self, index: LocalIndex) -> None:
+        self._index = index
+
+    @property
+    def model_id(self) -> str:
+        return self._index.model.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._index.model.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self._index.model.max_tokens
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self._index.model.embed_batch(texts)
+
+    def count_tokens(self, text: str) -> int:
+        return self._index.model.count_tokens(text)
 
 
 def _close(stack: contextlib.ExitStack) -> Callable[[Answer], None]:

@@ -27,9 +27,15 @@ CHARS_PER_TOKEN = 64
 
 
 class Embedder(Protocol):
-    model_id: str
-    dim: int
-    max_tokens: int
+    # Read-only: a stand-in that loads the model on first use passes them through.
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray: ...
 

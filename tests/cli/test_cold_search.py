@@ -79,3 +79,5 @@ def test_a_search_loads_neither_the_writer_nor_the_actors_nor_the_llm(
     assert "duckdb" in loaded
     unwanted = [m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_FOR_A_SEARCH)]
     assert unwanted == []
+    # BM25 embeds no query: the model, and onnxruntime with it, stay unloaded.
+    assert ("onnxruntime" in loaded) == (mode == "hybrid")
