@@ -11,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from gbr.core.llm import Message
-from gbr.core.oracle import AskOptions, AskOutcome, TokenSink
-from gbr.core.records import Hit, IndexSummary, ProgressCallback
-from gbr.core.search import Filter, Mode
+from gbr.core.records import Hit
+
+# Names only the signatures use: importing the seam must not load the Oracle, the LLM
+# providers and pyarrow behind them, which a cold `search` never needs.
+if TYPE_CHECKING:
+    from gbr.core.llm import Message
+    from gbr.core.oracle import AskOptions, AskOutcome, TokenSink
+    from gbr.core.records import IndexSummary, ProgressCallback
+    from gbr.core.search import Filter, Mode
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-from gbr.access.base import CodeIndex
-from gbr.access.client import TOKEN_ENV, DaemonClient
 from gbr.access.discovery import DaemonInfo, find_daemon
-from gbr.access.local import LocalIndex
-from gbr.access.remote import RemoteIndex
+
+if TYPE_CHECKING:
+    from gbr.access.base import CodeIndex
+    from gbr.access.local import LocalIndex
 
 StaleNote = Callable[[DaemonInfo | None, str], None]
 
@@ -28,6 +29,10 @@ def choose(local: LocalIndex, on_stale: StaleNote | None = None) -> CodeIndex:
     info = find_daemon(local.db, on_stale=on_stale)
     if info is None:
         return local
+    # Only with a daemon: the client and its records are no cost to a search without one.
+    from gbr.access.client import TOKEN_ENV, DaemonClient
+    from gbr.access.remote import RemoteIndex
+
     cancel = local.settings.cancel_on_ctrl_c
     token = local.env.get(TOKEN_ENV, "").strip() or None
     return RemoteIndex(DaemonClient(info, token), local.root, cancel_on_ctrl_c=cancel)

@@ -22,13 +22,12 @@ from gbr.access.discovery import DaemonInfo
 from gbr.core import errors
 from gbr.core.errors import ConfigError, DaemonError, GbrError
 from gbr.core.lazy import lazy_module
-from gbr.core.llm.base import Message
-from gbr.core.llm.sse import iter_sse
-from gbr.core.oracle import AskOptions
-from gbr.core.prompt import split_turns
 
 if TYPE_CHECKING:
     import httpx
+
+    from gbr.core.llm.base import Message
+    from gbr.core.oracle import AskOptions
 else:
     httpx = lazy_module("httpx")  # loaded when first used
 
@@ -108,6 +107,8 @@ class DaemonClient:
         `error` says why, and `exit_code` says what `gleambrctl ask` exits with. An
         interrupt (Ctrl-C) while streaming closes the connection, which cancels the answer.
         """
+        from gbr.core.llm.sse import iter_sse  # gbr.core.llm loads every provider
+
         answer: dict[str, Any] | None = None
         failure: dict[str, Any] | None = None
         body = {**body, "stream": True}
@@ -217,6 +218,8 @@ def bounded_history(history: Sequence[Message]) -> list[Message]:
     Turns are dropped oldest first and never split, as `fit_history` does with the budget;
     a turn with an empty message or one over the length cap ends the history there.
     """
+    from gbr.core.prompt import split_turns
+
     kept: list[list[Message]] = []
     count = 0
     for turn in reversed(split_turns(history)):

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from gbr.core.errors import DaemonError, GbrError
-from gbr.core.snapshot import WriterLock
 
 DISCOVERY_NAME = "daemon.json"
 LOCK_NAME = "daemon.lock"
@@ -221,6 +220,8 @@ class DaemonLock:
     """An exclusive advisory lock on `daemon.lock`, held while a daemon serves the index."""
 
     def __init__(self, db: Path) -> None:
+        from gbr.core.snapshot import WriterLock  # a daemon's: every command finds daemons
+
         self.db = Path(db).absolute()
         self.path = self.db.parent / LOCK_NAME
         self._fd: int | None = None

@@ -14,30 +14,35 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pykka
-
-from gbr.access.answering import Answering, open_provider, resolve
 from gbr.access.base import Found, LlmChoice
 from gbr.access.discovery import lock_held
-from gbr.actors.oracle import AskQuestion, ask_later, ask_once, start_oracle
-from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.actors.supervisor import Supervisor
 from gbr.core import vector_file
-from gbr.core.embed_cache import CacheConfig
-from gbr.core.embedder import OnnxEmbedder
 from gbr.core.errors import DaemonError, IndexBusyError, StoreError
 from gbr.core.filter_hint import filter_hint
-from gbr.core.graph.questions import answer
-from gbr.core.llm import Message
-from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink, outcome_of
 from gbr.core.paths import default_db, package_root
-from gbr.core.records import Hit, IndexSummary, ProgressCallback
-from gbr.core.search import Filter, Mode, Ranking, Searcher
+from gbr.core.search import Filter, Ranking, Searcher
 from gbr.core.snapshot import open_for_reading
-from gbr.core.store import Store, status_report
+from gbr.core.store import status_report
 from gbr.core.walker import DEFAULT_MAX_BYTES
+
+# What only ask, index and graph questions use is imported where they use it: a cold
+# `search` loads neither the actors (pykka), the LLM providers nor the graph answers.
+if TYPE_CHECKING:
+    import numpy as np
+    import pykka
+
+    from gbr.access.answering import Answering
+    from gbr.actors.oracle import AskQuestion
+    from gbr.actors.supervisor import Supervisor
+    from gbr.core.embed_cache import CacheConfig
+    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.llm import Message
+    from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink
+    from gbr.core.records import Hit, IndexSummary, ProgressCallback
+    from gbr.core.search import Mode
+    from gbr.core.store import Store
 
 
 class _SharedExclusive:
@@ -174,11 +179,12 @@ class LocalIndex:
         return searcher
 
     def _searcher(self, store: Store) -> Searcher:
-        """The vectors are mapped from the file beside the index (rebuilt when stale)."""
+        """The vectors are mapped from the file beside the index (rebuilt when stale); the
+        model is loaded at the first query to embed."""
         vectors = vector_file.file_for(store.path)
         return Searcher(
             store,
-            self.model,
+            _ModelOnFirstUse(self),
             ranking=self._ranking,
             vector_file=vectors,
             postings_budget=self.settings.postings_budget,
@@ -234,12 +240,16 @@ class LocalIndex:
             return store.meta().get("root")
 
     def graph(self, op: str, name: str | None, depth: int = 1) -> dict[str, Any]:
+        from gbr.core.graph.questions import answer
+
         with self._reading() as store:
             return answer(store, op, name, depth)
 
     # -- questions ------------------------------------------------------------------------------
 
     def check_llm(self, llm: LlmChoice) -> tuple[str, str]:
+        from gbr.access.answering import open_provider
+
         provider = open_provider(llm, self._env)
         try:
             return provider.name, provider.model
@@ -256,6 +266,9 @@ class LocalIndex:
     ) -> AskOutcome:
         """Answer through an Oracle actor made for this question, from the provider and
         reranker `llm` resolves to (a chat keeps those between questions)."""
+        from gbr.actors.oracle import AskQuestion, ask_once
+        from gbr.core.oracle import outcome_of
+
         llm = LlmChoice() if llm is None else llm
         answering = self._answering_for(llm, options)
         try:
@@ -278,6 +291,8 @@ class LocalIndex:
         return outcome_of(answer, options.dry_run, answering.missing)
 
     def _answering_for(self, llm: LlmChoice, options: AskOptions) -> Answering:
+        from gbr.access.answering import resolve
+
         if not self.settings.keep_open:
             return resolve(llm, options, self._env)
         key = (llm, options.rerank, options.dry_run)  # all that `resolve` reads
@@ -291,6 +306,9 @@ class LocalIndex:
     def _answer_cancellable(self, oracle: Oracle, asked: AskQuestion) -> Answer:
         """The answer from a new Oracle actor; Ctrl-C sets `asked.cancel` and waits for
         what came. The Oracle is made per question, so no other thread's object changes."""
+        from gbr.actors.oracle import ask_later, start_oracle
+        from gbr.actors.supervisor import Supervisor
+
         supervisor = Supervisor()
         future = ask_later(start_oracle(supervisor, oracle), asked)
         self._pending = (future, supervisor)
@@ -327,6 +345,8 @@ class LocalIndex:
     ) -> IndexSummary:
         """A staged pass (readers keep the last complete index); with `path`, over its
         package, which this index then follows."""
+        from gbr.actors.pipeline import IndexOptions, run_index
+
         root = package_root(path) if path is not None else self.root
         if root != self.root:
             self.settings = replace(self.settings, root=root)
@@ -354,6 +374,32 @@ class LocalIndex:
             answering.close()
         self._answering.clear()
         self._let_go()
+
+
+class _ModelOnFirstUse:
+    """The index's model, loaded when a query is first embedded: a `--mode bm25` search
+    embeds nothing, and loading the model was a third of its cold run."""
+
+    def __init__(self, index: LocalIndex) -> None:
+        self._index = index
+
+    @property
+    def model_id(self) -> str:
+        return self._index.model.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._index.model.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self._index.model.max_tokens
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        return self._index.model.embed_batch(texts)
+
+    def count_tokens(self, text: str) -> int:
+        return self._index.model.count_tokens(text)
 
 
 def _close(stack: contextlib.ExitStack) -> Callable[[Answer], None]:

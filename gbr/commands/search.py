@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -28,9 +28,6 @@ from gbr.commands.options import (
     ModelDirOption,
     TestsOption,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 def search(

@@ -15,7 +15,7 @@ from gbr.core import onnx_graphs
 from gbr.core.device import CUDA, DEVICE_BATCHES, announce, choose_device, fallback
 from gbr.core.errors import ConfigError
 from gbr.core.model_files import ModelFiles
-from gbr.core.telemetry import log, warning_line
+from gbr.core.telemetry import log_info, warning_line
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -27,9 +27,15 @@ CHARS_PER_TOKEN = 64
 
 
 class Embedder(Protocol):
-    model_id: str
-    dim: int
-    max_tokens: int
+    # Read-only: a stand-in that loads the model on first use passes them through.
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def max_tokens(self) -> int: ...
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -194,14 +200,12 @@ def _device_session(
             choice = fallback(choice, f"CUDA provider could not start ({exc})")
         else:
             if session.get_providers()[:1] == [CUDA]:
-                announce(choice, warning_line, log().info)
+                announce(choice, warning_line, log_info)
                 return session, "cuda"
             # onnxruntime fell back to the CPU by itself: that session serves as it is.
-            announce(
-                fallback(choice, "CUDA provider found no usable GPU"), warning_line, log().info
-            )
+            announce(fallback(choice, "CUDA provider found no usable GPU"), warning_line, log_info)
             return session, "cpu"
-    announce(choice, warning_line, log().info)
+    announce(choice, warning_line, log_info)
     return onnx_session(path, threads, graphs=graphs), "cpu"
 
 

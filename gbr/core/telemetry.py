@@ -23,9 +23,16 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import structlog
+from gbr.core.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import structlog
+else:
+    # Loaded when events are configured or first logged: a search that logs nothing does
+    # not pay structlog's 0.1 s (it brings asyncio and rich's tracebacks).
+    structlog = lazy_module("structlog")
 
 EVENTS_FILE = "events.jsonl"
 STALL_SECONDS = 1.0  # longest wait for stderr's reader to make room, once; then no waiting
@@ -255,3 +262,8 @@ atexit.register(close)
 
 def log() -> Any:
     return structlog.get_logger("gbr")
+
+
+def log_info(event: str, **fields: Any) -> None:
+    """`log().info`, for a callback that may never be called: structlog loads only if it is."""
+    log().info(event, **fields)

@@ -23,10 +23,17 @@ import tomllib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pathspec
-
+from gbr.core.lazy import lazy_module
 from gbr.core.records import FileProblem, SourceFile
+
+if TYPE_CHECKING:
+    import pathspec
+else:
+    # Loaded at the first walk: a search imports this module (DEFAULT_MAX_BYTES and the
+    # snapshot's unchanged check) but walks nothing, and pathspec costs it 0.1 s.
+    pathspec = lazy_module("pathspec")
 
 DEFAULT_MAX_BYTES = 1_000_000
 MODULE_ROOTS = ("src", "test", "dev")
