@@ -510,6 +510,10 @@ class Store:
         store_vectors.refresh(self.con, file, before)
 
     @guarded
+    def chunk_count(self) -> int:
+        return store_queries.chunk_count(self.con)
+
+    @guarded
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks)."""
         return store_queries.coverage(self.con)

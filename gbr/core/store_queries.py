@@ -102,6 +102,12 @@ def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarr
     return {k: found[i] for i, k in enumerate(keys)}
 
 
+def chunk_count(con: Connection) -> int:
+    if not has_table(con, "chunks"):
+        return 0
+    return int(con.execute("SELECT count(*) FROM chunks").fetchall()[0][0])
+
+
 def coverage(con: Connection) -> tuple[int, int]:
     """(chunks with a vector, all chunks): how much of the index dense search can see."""
     if not has_table(con, "chunks"):
