@@ -265,14 +265,17 @@ class Searcher:
         ranking: Ranking | None = None,
         vector_file: Path | None = None,
         postings_budget: int = 0,
+        write_vector_file: bool = True,
     ) -> None:
         """`vector_file`: where the index's vectors are memory-mapped from (and written to
-        when it is missing or stale, gbr.core.vector_file); None reads them into memory.
+        when it is missing or stale, gbr.core.vector_file, unless `write_vector_file` is
+        off); None reads them into memory.
         `postings_budget`: bytes this searcher may spend holding the BM25 postings in
         memory (gbr.core.postings_memory), for one that answers many queries, such as
         the daemon's; 0 asks DuckDB each time, as a one-query command should."""
         self.store = store
         self.vector_file = vector_file
+        self.write_vector_file = write_vector_file
         self.embedder = embedder
         self.fusion = fusion or Fusion()
         self.ranking = ranking if ranking is not None else Ranking.default()
@@ -289,7 +292,7 @@ class Searcher:
         self._postings_lock = threading.Lock()
 
     def reload(self) -> None:
-        snapshot = self.store.vectors(self.vector_file)
+        snapshot = self.store.vectors(self.vector_file, self.write_vector_file)
         # The snapshot holds exactly the chunks that have a vector, so only the total is
         # asked: counting the vectors themselves read the whole column (2 GB, 2-5 s at 1M).
         self._coverage = (int(snapshot[0].shape[0]), self.store.chunk_count())

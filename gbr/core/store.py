@@ -485,16 +485,19 @@ class Store:
         return store_queries.cached_vectors(self.con, hashes)
 
     @guarded
-    def vectors(self, file: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def vectors(
+        self, file: Path | None = None, write: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy.
 
         With a `file` (gbr.core.vector_file.file_for), the rows are memory-mapped from it
-        when it matches this index, and it is rebuilt when it does not; without one, they
-        are read from DuckDB into memory (a daemon, which reloads after each change).
+        when it matches this index, and it is rebuilt when it does not (unless `write` is
+        off: a daemon, which reloads after each change, reads them into memory then);
+        without one, they are read from DuckDB into memory.
         """
         if file is None:
             return store_queries.vectors(self.con)
-        return store_vectors.mapped_vectors(self.con, file)
+        return store_vectors.mapped_vectors(self.con, file, write)
 
     @guarded
     def mapped_vectors(self, file: Path) -> tuple[np.ndarray, np.ndarray] | None:

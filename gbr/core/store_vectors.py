@@ -53,9 +53,9 @@ def mapped(con: Connection, path: Path) -> Vectors | None:
         return None
 
 
-def mapped_vectors(con: Connection, path: Path) -> Vectors:
+def mapped_vectors(con: Connection, path: Path, write: bool = True) -> Vectors:
     """(ids, unit vectors) from the vector file at `path` when it matches the index, else
-    read from DuckDB and written there for the next reader.
+    read from DuckDB and (with `write`) written there for the next reader.
 
     A damaged file is rebuilt, with an event saying why. A folder that will not take the
     file costs nothing but the speed: the vectors are served from memory, as before.
@@ -71,7 +71,7 @@ def mapped_vectors(con: Connection, path: Path) -> Vectors:
         ids, rows = vectors(con)
     finally:
         con.rollback()
-    if want.count:
+    if want.count and write:
         _write(path, want, ids, rows)
     return ids, rows
 

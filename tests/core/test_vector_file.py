@@ -343,3 +343,28 @@ def _meta(store: Store) -> dict[str, object]:
         "dim": int(have["dim"]),
         "embed_format": have["embed_format"],
     }
+
+
+def test_a_searcher_that_does_not_write_maps_a_good_file_and_reads_duckdb_otherwise(
+    db: Path, model: OnnxEmbedder
+) -> None:
+    """The daemon's searcher: a good file is mapped, a missing or stale one is not
+    rewritten at every reload, and the vectors come from DuckDB instead."""
+    file = vector_file.file_for(db)
+    with Store.open(db) as store:
+        reader = Searcher(store, model, vector_file=file, write_vector_file=False)
+        reader.reload()
+        assert not file.exists() and not isinstance(reader._vectors()[1], np.memmap)
+        want = [h.name for h in reader.search("check that an ISBN is valid", 5)]
+        store.vectors(file)  # a CLI search writes it
+        reader.reload()
+        assert isinstance(reader._vectors()[1], np.memmap)
+        assert [h.name for h in reader.search("check that an ISBN is valid", 5)] == want
+        store.replace_file(
+            source(V2, "src/other.gleam"), stored(source(V2, "src/other.gleam"), model)
+        )
+        stamp = file.stat().st_mtime_ns
+        reader.reload()
+        assert not isinstance(reader._vectors()[1], np.memmap)
+        assert file.stat().st_mtime_ns == stamp  # stale, left for a reader that writes
+        assert reader.coverage()[0] == reader.coverage()[1] == store.chunk_count()
