@@ -198,7 +198,9 @@ FILTERS = [
 def test_postings_rank_exactly_as_the_macro_patched_and_rebuilt(
     edited_index: Path, tmp_path: Path, config: FtsConfig
 ) -> None:
-    """The postings path must give the macro's ids, order and scores, filtered or not."""
+    """The postings path must give the macro's ids, order and scores, filtered or not, and
+    so must the postings a daemon's searcher holds in memory (unfiltered: a filter asks
+    DuckDB). A patched index appends its new postings unsorted; they count too."""
     for label, rebuild in (("patched", False), ("rebuilt", True)):
         db = tmp_path / f"{label}.duckdb"
         shutil.copy(edited_index, db)
@@ -209,7 +211,13 @@ def test_postings_rank_exactly_as_the_macro_patched_and_rebuilt(
             else:
                 rewrite_file(store, "src/bookshelf/isbn.gleam")
                 assert store.update_fulltext(config) == "patched"
+            held = store.memory_postings(budget=1 << 30)
+            assert held is not None
+            assert store.memory_postings(budget=1000) is None  # over the budget: DuckDB's
             for query in RANKING_QUERIES:
+                words = code_words(query)
+                in_memory = [(i, round(s, 9)) for i, s in held.top(store.query_terms(words), 50)]
+                assert in_memory == (macro_bm25(store, query, "true", []) if query else [])
                 for where in FILTERS:
                     sql, params = filter_sql(where)
                     expected = macro_bm25(store, query, sql, params) if query else []
@@ -262,29 +270,3 @@ def test_a_run_that_changes_no_file_rebuilds_an_index_built_with_other_settings(
     with Store.open(edited_index) as store:
         assert not store.fulltext_outdated()
         assert store.bm25("adjustments", 5) == store.bm25("adjustment", 5) != []
-
-
-@pytest.mark.parametrize("config", [FtsConfig(), FtsConfig(stemmer="none")])
-def test_postings_held_in_memory_rank_exactly_as_the_macro_patched_and_rebuilt(
-    edited_index: Path, tmp_path: Path, config: FtsConfig
-) -> None:
-    """A daemon's searcher scores BM25 from postings in memory: same ids, order and scores
-    as the macro. A patched index appends its new postings unsorted; they count too."""
-    for label, rebuild in (("patched", False), ("rebuilt", True)):
-        db = tmp_path / f"{label}.duckdb"
-        shutil.copy(edited_index, db)
-        with Store.open(db) as store:
-            store.update_fulltext(config)
-            if rebuild:
-                store.refresh_fulltext(config)
-            else:
-                rewrite_file(store, "src/bookshelf/isbn.gleam")
-                assert store.update_fulltext(config) == "patched"
-            held = store.memory_postings(budget=1 << 30)
-            assert held is not None
-            for query in RANKING_QUERIES:
-                expected = macro_bm25(store, query, "true", []) if query else []
-                terms = store.query_terms(code_words(query))
-                got = [(i, round(s, 9)) for i, s in held.top(terms, 50)]
-                assert got == expected, (label, config, query)
-            assert store.memory_postings(budget=1000) is None  # over the budget: DuckDB's
