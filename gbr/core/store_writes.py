@@ -54,6 +54,8 @@ def swap_files(con: duckdb.DuckDBPyConnection, writes: Sequence[FileWrite]) -> N
     all their paths, then one INSERT per table for all their new rows."""
     import pyarrow as pa  # here: a search never writes, and pyarrow costs it 0.2 s
 
+    # A file written twice in one batch keeps its last version, as two transactions would.
+    writes = list({w.source.path: w for w in writes}.values())
     paths = [w.source.path for w in writes]
     for table in ("chunks", "files"):
         con.execute(f"DELETE FROM {table} WHERE path IN (SELECT unnest(?::VARCHAR[]))", [paths])

@@ -262,3 +262,16 @@ def test_the_parts_of_several_split_nodes_come_back_in_one_call_in_order(
         assert len(parts) == len(mine) > 1
         assert [p.part for p in parts] == list(range(len(parts)))
         assert [p.text for p in parts] == [c.text for c in mine]
+
+
+def test_a_file_twice_in_one_batch_keeps_its_last_version(
+    store: Store, model: OnnxEmbedder
+) -> None:
+    store.replace_files(
+        [
+            FileWrite(source(V1), stored(source(V1), model)),
+            FileWrite(source(V2), stored(source(V2), model)),
+        ]
+    )
+    assert names(store) == ["double"]
+    assert store.counts()["files"] == 1
