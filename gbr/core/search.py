@@ -19,7 +19,7 @@ import numpy as np
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.environ import NO_ENV
-from gbr.core.errors import ConfigError, GbrError, IndexEmptyError
+from gbr.core.errors import ConfigError, IndexEmptyError
 from gbr.core.graph.store import GraphReader
 from gbr.core.postings_memory import MemoryPostings
 from gbr.core.priors import (
@@ -312,8 +312,8 @@ class Searcher:
             try:
                 with self.store.cursor() as cursor:
                     loaded = cursor.memory_postings(self.postings_budget)
-            except GbrError as exc:
-                log().warning("postings_not_in_memory", error=str(exc))
+            except Exception as exc:  # a store closed meanwhile, say: DuckDB answers BM25
+                log().warning("postings_not_in_memory", error=str(exc)[:300])
                 loaded = None
             with self._postings_lock:
                 if self._postings_ready is ready:  # no later reload replaced this one

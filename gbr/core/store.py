@@ -622,6 +622,11 @@ class ThreadLocalStore(Store):
                 self._cursors.append(mine)
         return mine.con
 
+    def cursor(self) -> Store:
+        """A connection of the caller's own, closed by the caller, that is not kept as a
+        thread's cursor (a short-lived thread would leave its cursor here for good)."""
+        return self._base.cursor()
+
     def close_cursors(self) -> None:
         """Close every thread's cursor; a thread that queries again gets a new one."""
         with self._lock:
