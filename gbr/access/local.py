@@ -95,9 +95,9 @@ class LocalSettings:
     """Ctrl-C while answering stops the stream and returns what came (a chat), instead of
     ending the call."""
     postings_budget: int = 0
-    """Bytes the searcher may hold BM25's postings in, for a front door that answers many
-    queries (gbr.core.postings_memory.SERVING_BUDGET); 0 for one query, which would spend
-    more time reading them than it saves."""
+    """Bytes the searcher held between calls (`keep_open`) may hold BM25's postings in, for
+    a front door that answers many queries (gbr.core.postings_memory.SERVING_BUDGET); 0
+    for one query, which would spend more time reading them than it saves."""
 
 
 def found(searcher: Searcher, query: str, mode: str, hits: Sequence[Hit], where: Filter) -> Found:
@@ -171,23 +171,24 @@ class LocalIndex:
         closes; with `keep_open`, the one held between calls."""
         store = self._open_store(stack)
         if self._held is None:
-            return self._searcher(store)
+            return self._searcher(store, held=False)
         searcher = self._held[1]
         if searcher is None:
-            searcher = self._searcher(store)
+            searcher = self._searcher(store, held=True)
             self._held = (store, searcher)
         return searcher
 
-    def _searcher(self, store: Store) -> Searcher:
+    def _searcher(self, store: Store, held: bool) -> Searcher:
         """The vectors are mapped from the file beside the index (rebuilt when stale); the
-        model is loaded at the first query to embed."""
+        model is loaded at the first query to embed. Only a searcher held between calls
+        holds the BM25 postings too: one made per call would read them for nothing."""
         vectors = vector_file.file_for(store.path)
         return Searcher(
             store,
             _ModelOnFirstUse(self),
             ranking=self._ranking,
             vector_file=vectors,
-            postings_budget=self.settings.postings_budget,
+            postings_budget=self.settings.postings_budget if held else 0,
         )
 
     def _open_store(self, stack: contextlib.ExitStack) -> Store:
@@ -217,7 +218,10 @@ class LocalIndex:
 
     def _let_go(self) -> None:
         if self._held is not None:
-            self._held[0].close()
+            store, searcher = self._held
+            if searcher is not None:
+                searcher.close()  # its background reads end before the store closes
+            store.close()
             self._held = None
 
     def search(

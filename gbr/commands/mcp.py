@@ -42,14 +42,11 @@ def mcp(
     """
     with errors(debug):
         from gbr.core.paths import default_db
-        from gbr.core.postings_memory import SERVING_BUDGET
         from gbr.mcp.server import run_stdio
 
         root = package_root(path)
         db_path = (db or default_db(root)).resolve()
         start_telemetry(db_path)  # never echoed: stdout carries the protocol
         config = configure(root, db_path, include_deps=include_deps, max_file_size=max_file_size)
-        local = local_index(
-            config.local_settings(postings_budget=SERVING_BUDGET), model_dir, config.device
-        )
+        local = local_index(config.local_settings(), model_dir, config.device)
         run_stdio(local, on_stale=note_stale)

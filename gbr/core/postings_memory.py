@@ -26,7 +26,7 @@ from gbr.core import postings
 from gbr.core.fulltext import FTS_SCHEMA
 
 BYTES_PER_POSTING = 12  # a row number (int32) and a weight (float64)
-# What a searcher that answers many queries (the daemon, MCP, chat, `search -`) may spend:
+# What a searcher that answers many queries (the daemon's, chat's, `search -`'s) may spend:
 # ~30 MB at 100k chunks, ~300 MB at 1M (loaded in 5 s, behind a reload; BM25 then takes
 # 14 ms there instead of DuckDB's few hundred). A bigger index is scored by DuckDB.
 SERVING_BUDGET = 512 * 1024 * 1024

@@ -330,6 +330,8 @@ class Searcher:
         self._postings: MemoryPostings | None = None
         self._postings_ready = threading.Event()
         self._postings_lock = threading.Lock()
+        # The load in progress: its ready event, its connection and its thread.
+        self._loading: tuple[threading.Event, Store, threading.Thread] | None = None
 
     def reload(self) -> None:
         snapshot = self.store.vectors(self.vector_file, self.write_vector_file)
@@ -343,24 +345,48 @@ class Searcher:
 
     def _load_postings_behind(self) -> None:
         """Read the new state's postings on a thread of their own: until they are in, BM25
-        asks DuckDB, so no query waits for them and none is answered from an older state."""
-        with self._postings_lock:
-            self._postings = None
-            ready = self._postings_ready = threading.Event()
+        asks DuckDB, so no query waits for them and none is answered from an older state.
+
+        The thread is not a daemon thread: one killed inside DuckDB at exit aborts the
+        process. `close` interrupts it instead, and an earlier load is interrupted by the
+        next one."""
+        self._stop_loading()
+        ready = threading.Event()
+        cursor = self.store.cursor()
 
         def load() -> None:
             try:
-                with self.store.cursor() as cursor:
-                    loaded = cursor.memory_postings(self.postings_budget)
-            except Exception as exc:  # a store closed meanwhile, say: DuckDB answers BM25
-                log().warning("postings_not_in_memory", error=str(exc)[:300])
+                loaded = cursor.memory_postings(self.postings_budget)
+            except Exception as exc:  # interrupted, or a store closed: DuckDB answers BM25
+                log().info("postings_not_in_memory", error=str(exc)[:300])
                 loaded = None
+            finally:
+                cursor.close()
             with self._postings_lock:
-                if self._postings_ready is ready:  # no later reload replaced this one
-                    self._postings = loaded
+                if self._loading is not None and self._loading[0] is ready:
+                    self._postings = loaded  # no later reload replaced this one
             ready.set()
 
-        threading.Thread(target=load, name="gbr-postings", daemon=True).start()
+        thread = threading.Thread(target=load, name="gbr-postings")
+        with self._postings_lock:
+            self._postings = None
+            self._postings_ready = ready
+            self._loading = (ready, cursor, thread)
+        thread.start()
+
+    def _stop_loading(self, timeout: float = 10.0) -> None:
+        with self._postings_lock:
+            loading, self._loading = self._loading, None
+        if loading is None:
+            return
+        ready, cursor, thread = loading
+        if not ready.is_set():
+            cursor.interrupt()
+        thread.join(timeout)
+
+    def close(self) -> None:
+        """Stop reading postings in the background; call before closing the store."""
+        self._stop_loading()
 
     def postings_in_memory(self, timeout: float) -> bool:
         """Wait up to `timeout` s for the postings of the current state; whether they

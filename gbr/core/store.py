@@ -162,6 +162,11 @@ class Store:
         set_up(cur)
         return Store(cur, self.path, self.read_only)
 
+    def interrupt(self) -> None:
+        """Stop the query running on this connection (from another thread): it raises."""
+        with contextlib.suppress(duckdb.Error):
+            self.con.interrupt()
+
     def close(self) -> None:
         with contextlib.suppress(duckdb.Error):
             self.con.close()

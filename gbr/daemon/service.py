@@ -195,6 +195,8 @@ class Daemon:
         self.begin_shutdown()
         self.supervisor.stop_all(timeout=120)
         self.oracles.close()
+        if self.searcher is not None:
+            self.searcher.close()  # its background reads end before the store closes
         if self.store is not None:
             # Searches' cursors first: an open transaction would make the checkpoint fail.
             self.store.close_cursors()

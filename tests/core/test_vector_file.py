@@ -4,6 +4,7 @@ when stale or damaged, and searching through it ranks exactly as DuckDB's own ve
 from __future__ import annotations
 
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -368,3 +369,20 @@ def test_a_searcher_that_does_not_write_maps_a_good_file_and_reads_duckdb_otherw
         assert not isinstance(reader._vectors()[1], np.memmap)
         assert file.stat().st_mtime_ns == stamp  # stale, left for a reader that writes
         assert reader.coverage()[0] == reader.coverage()[1] == store.chunk_count()
+
+
+def test_closing_a_searcher_ends_its_background_read_before_the_store_closes(
+    db: Path, model: OnnxEmbedder
+) -> None:
+    """The loader is not a daemon thread (one killed inside DuckDB at exit aborts the
+    process): `close` interrupts it and waits, so the store can close right after."""
+    with Store.open(db) as store:
+        for _ in range(3):
+            searcher = Searcher(store, model, postings_budget=1 << 30)
+            searcher.reload()
+            searcher.reload()  # the first load is interrupted or replaced, never kept
+            searcher.close()
+            assert not [t for t in threading.enumerate() if t.name == "gbr-postings"]
+        again = Searcher(store, model, postings_budget=1 << 30)
+        assert again.postings_in_memory(timeout=60)
+        again.close()
