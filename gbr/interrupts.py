@@ -51,6 +51,12 @@ def installed() -> bool:
     return bool(_state["installed"])
 
 
+def signalled() -> bool:
+    """Whether SIGINT or SIGTERM has arrived: an error raised after it is its echo (DuckDB
+    answers a signal that lands inside a statement with "Query interrupted")."""
+    return _state["signum"] is not None
+
+
 def install(message: str) -> None:
     """Handle SIGINT and SIGTERM for the rest of the process; call from the main thread.
 

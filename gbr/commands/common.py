@@ -54,8 +54,10 @@ def errors(debug: bool) -> Iterator[_Command]:
     try:
         yield command
     except GbrError as exc:
+        _interrupted_meanwhile()
         fail(exc, debug)
     except Exception as exc:
+        _interrupted_meanwhile()
         bad = _damage(exc, command.db)
         if bad is None:
             raise
@@ -67,6 +69,15 @@ def errors(debug: bool) -> Iterator[_Command]:
             interrupts.exit_now()  # bounded: actors still busy do not hold the exit
         err.print(f"[yellow]{INTERRUPTED}[/yellow]")
         raise typer.Exit(130) from None
+
+
+def _interrupted_meanwhile() -> None:
+    """An error raised after a signal arrived ends the run as the signal does: one line,
+    the signal's exit code (a signal landing in a DuckDB call surfaces as its error)."""
+    from gbr import interrupts
+
+    if interrupts.installed() and interrupts.signalled():
+        interrupts.exit_now()
 
 
 def fail(exc: GbrError, debug: bool) -> NoReturn:
