@@ -64,55 +64,15 @@ def rrf(
     return sorted(scores.items(), key=lambda item: -item[1])
 
 
-def top_k_cosine(
-    matrix: np.ndarray, query: np.ndarray, k: int, split_at: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices and scores of the k rows most similar to a unit query vector.
-
-    A matrix of `split_at` rows or more (SPLIT_ROWS by default) is scanned in two halves
-    at once, one on a thread of its own: the scan is bound by memory reads, which one
-    core does not saturate (a million rows are 1.5 GB a query). A row's score may differ
-    in its last bit (BLAS rounds by position in its block), so rows within 1e-6 of each
-    other may come in another order.
-    """
+def top_k_cosine(matrix: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices and scores of the k rows most similar to a unit query vector."""
     if matrix.shape[0] == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-    rows = matrix.shape[0]
-    if rows >= (SPLIT_ROWS if split_at is None else split_at) and rows >= 2:
-        half = rows // 2
-        job = _halves().submit(_top_rows, matrix[:half], query, k)
-        try:
-            second, second_scores = _top_rows(matrix[half:], query, k)
-        finally:
-            futures.wait([job])
-        first, first_scores = job.result()
-        idx = np.concatenate([first, second + half])
-        scores = np.concatenate([first_scores, second_scores])
-        order = np.argsort(-scores, kind="stable")[: min(k, rows)]
-        return idx[order], scores[order]
-    return _top_rows(matrix, query, k)
-
-
-def _top_rows(matrix: np.ndarray, query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     scores = matrix @ query
     k = min(k, scores.shape[0])
     idx = np.argpartition(-scores, k - 1)[:k]
     idx = idx[np.argsort(-scores[idx], kind="stable")]
     return idx, scores[idx]
-
-
-SPLIT_ROWS = 262_144  # below, one thread reads the rows as fast as two (measured at 100k)
-_HALVES: futures.ThreadPoolExecutor | None = None
-
-
-def _halves() -> futures.ThreadPoolExecutor:
-    """Threads for the first half of a split scan: apart from the dense workers, since a
-    dense worker waits for its half here, and a shared pool could fill with waiters."""
-    global _HALVES
-    with _POOL_LOCK:
-        if _HALVES is None:
-            _HALVES = futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="gbr-half")
-        return _HALVES
 
 
 # (chunk ids, unit vectors) of one index state, row for row.

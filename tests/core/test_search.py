@@ -154,22 +154,3 @@ def test_filter_builds_sql_for_prefix_glob_module_and_kinds() -> None:
     assert params == ["src/bookshelf/", "bookshelf/isbn", "bookshelf/isbn/", "type"]
     assert filter_sql(Filter(path="test/*_test.gleam")) == ("path GLOB ?", ["test/*_test.gleam"])
     assert filter_sql(Filter()) == ("true", []) and not Filter()
-
-
-@pytest.mark.parametrize("k", [1, 10, 999, 5000])
-def test_a_scan_split_in_two_halves_finds_the_rows_one_scan_finds(k: int) -> None:
-    rng = np.random.default_rng(3)
-    matrix = rng.standard_normal((999, 16)).astype(np.float32)
-    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
-    query = matrix[17] * 0.5 + matrix[400] * 0.5
-    whole, whole_scores = top_k_cosine(matrix, query, k, split_at=10**9)
-    halves, half_scores = top_k_cosine(matrix, query, k, split_at=2)
-    # BLAS may round a row's dot product in the last bit differently by its position in
-    # the block: scores agree to float32 rounding, and the order wherever that cannot flip.
-    np.testing.assert_allclose(half_scores, whole_scores, atol=1e-6)
-    assert len(whole) == min(k, 999) and set(halves) == set(whole)
-    clear = np.diff(whole_scores, prepend=np.inf, append=-np.inf)
-    apart = (np.abs(clear[:-1]) > 1e-6) & (np.abs(clear[1:]) > 1e-6)
-    assert [i for i, ok in zip(halves, apart, strict=True) if ok] == [
-        i for i, ok in zip(whole, apart, strict=True) if ok
-    ]
