@@ -29,6 +29,7 @@ from gbr.core import (
     postings_memory,
     store_queries,
     store_vectors,
+    vector_file,
 )
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import IndexCorruptError, StoreError
@@ -523,7 +524,15 @@ class Store:
 
     @guarded
     def coverage(self) -> tuple[int, int]:
-        """(chunks with a vector, all chunks)."""
+        """(chunks with a vector, all chunks).
+
+        A good vector file beside the index says every chunk has one: it is written only
+        when none is missing, and a vector never goes back to NULL while its chunk's id
+        stays. Counting the embedding column instead read all of it (2-5 s and 2 GB at 1M
+        chunks, for every `status`)."""
+        whole = store_vectors.complete_count(self.con, vector_file.file_for(self.path))
+        if whole is not None:
+            return whole, whole
         return store_queries.coverage(self.con)
 
     @guarded

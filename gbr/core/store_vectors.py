@@ -53,6 +53,15 @@ def mapped(con: Connection, path: Path) -> Vectors | None:
         return None
 
 
+def complete_count(con: Connection, path: Path) -> int | None:
+    """The number of chunks when the vector file at `path` holds this index's vectors
+    (then every chunk has one), else None; a missing file costs a stat."""
+    if not path.is_file() or not has_table(con, "chunks"):
+        return None
+    found = mapped(con, path)
+    return None if found is None else int(found[0].shape[0])
+
+
 def mapped_vectors(con: Connection, path: Path, write: bool = True) -> Vectors:
     """(ids, unit vectors) from the vector file at `path` when it matches the index, else
     read from DuckDB and (with `write`) written there for the next reader.
