@@ -45,6 +45,9 @@ class MemoryPostings:
     # term -> (term id, document frequency), of the same state: a rebuilt index numbers
     # its terms anew, so the held postings must never meet another state's term ids.
     terms: dict[str, tuple[int, int]]
+    # The full-text index's state they were read from (`state`): a searcher compares it
+    # before each use, and asks DuckDB while they are behind.
+    state: tuple[int, int] = (0, 0)
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, fts: str = FTS_SCHEMA) -> MemoryPostings:
@@ -69,7 +72,9 @@ class MemoryPostings:
             str(term): (int(t), int(df))
             for term, t, df in con.execute(f"SELECT term, termid, df FROM {fts}.dict").fetchall()
         }
-        return cls(starts, row.astype(np.int32), weights, chunk_ids, int(n), vocabulary)
+        return cls(
+            starts, row.astype(np.int32), weights, chunk_ids, int(n), vocabulary, state(con, fts)
+        )
 
     @property
     def nbytes(self) -> int:
@@ -112,3 +117,11 @@ def query_terms(con: duckdb.DuckDBPyConnection, words: str, fts: str = FTS_SCHEM
 
 def postings_count(con: duckdb.DuckDBPyConnection, fts: str = FTS_SCHEMA) -> int:
     return int(con.execute(f"SELECT count(*) FROM {fts}.{postings.TABLE}").fetchall()[0][0])
+
+
+def state(con: duckdb.DuckDBPyConnection, fts: str = FTS_SCHEMA) -> tuple[int, int]:
+    """(documents, largest chunk id) of the full-text index: every change moves it, since
+    a patch or rebuild that adds a document adds a chunk id larger than any before (ids
+    are never reused), and one that only removes lowers the count. 0.3 ms at 100k."""
+    row = con.execute(f"SELECT count(*), coalesce(max(name), 0) FROM {fts}.docs").fetchall()[0]
+    return int(row[0]), int(row[1])

@@ -412,7 +412,9 @@ class Searcher:
     ) -> list[tuple[int, float]]:
         self._vectors()
         held = self._postings
-        if held is not None and not where:
+        # Held postings answer only for the state they were read from: a daemon's pass
+        # updates the full-text index before its searcher reloads, and DuckDB answers then.
+        if held is not None and not where and self.store.fulltext_state() == held.state:
             return held.top(self.store.query_terms(code_words(query)), depth)
         return self.store.bm25(code_words(query), depth, where)
 

@@ -564,7 +564,19 @@ class Store:
             return None
         if count * postings_memory.BYTES_PER_POSTING > budget:
             return None
-        return postings_memory.MemoryPostings.load(self.con)
+        self.con.begin()  # one snapshot for the postings and the state they are of
+        try:
+            return postings_memory.MemoryPostings.load(self.con)
+        finally:
+            self.con.rollback()
+
+    @guarded
+    def fulltext_state(self) -> tuple[int, int] | None:
+        """The full-text index's state (postings_memory.state); None without one."""
+        try:
+            return postings_memory.state(self.con)
+        except duckdb.CatalogException:
+            return None
 
     @guarded
     def ids_matching(self, where: SearchFilter) -> list[int]:
