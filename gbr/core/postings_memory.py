@@ -47,7 +47,7 @@ class MemoryPostings:
     terms: dict[str, tuple[int, int]]
     # The full-text index's state they were read from (`state`): a searcher compares it
     # before each use, and asks DuckDB while they are behind.
-    state: tuple[int, int] = (0, 0)
+    state: tuple[int, int]
 
     @classmethod
     def load(cls, con: duckdb.DuckDBPyConnection, fts: str = FTS_SCHEMA) -> MemoryPostings:
@@ -75,10 +75,6 @@ class MemoryPostings:
         return cls(
             starts, row.astype(np.int32), weights, chunk_ids, int(n), vocabulary, state(con, fts)
         )
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.starts.nbytes + self.docs.nbytes + self.weights.nbytes)
 
     def top(self, words: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """The `limit` best (chunk id, score), best first, ties by id, for the query's
