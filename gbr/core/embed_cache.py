@@ -24,6 +24,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from time import monotonic, sleep  # apart from `time`, which tests replace with a clock
 from typing import Any
 
 import numpy as np
@@ -259,7 +260,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
     )
     try:
-        conn.execute("PRAGMA journal_mode=WAL")
+        _enter_wal(conn, monotonic() + BUSY_TIMEOUT)
         conn.execute(
             "PRAGMA synchronous=NORMAL"
         )  # WAL: a crash may lose the last commit, never corrupt
@@ -270,6 +271,24 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _enter_wal(conn: sqlite3.Connection, deadline: float) -> None:
+    """Switch a fresh file to WAL, taking turns with another process doing the same.
+
+    The switch upgrades a read lock to an exclusive one, and SQLite answers "locked" at once,
+    without its busy handler, when another connection holds a write lock meanwhile (waiting
+    could deadlock). Two processes opening a new cache together hit that, so the switch is
+    tried again until the busy timeout; a file already in WAL returns at the first try.
+    """
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or monotonic() >= deadline:
+                raise
+            sleep(0.02)
 
 
 def describe(config: CacheConfig | None) -> dict[str, Any]:

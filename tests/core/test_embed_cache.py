@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -208,6 +209,31 @@ def test_a_cache_locked_too_long_is_given_up_with_one_warning(
         holder.close()
     assert len(warnings) == 1 and "locked" in warnings[0]
     assert len(EmbedCache(CacheConfig(path), DIM).lookup(keys("a", 2))) == 2  # nothing lost
+
+
+def test_a_new_cache_opened_while_another_process_writes_waits_its_turn(
+    tmp_path: Path,
+) -> None:
+    """Switching a file to WAL while another connection holds its write lock is refused at
+    once by SQLite (no busy handler: waiting could deadlock); two runs opening a new cache
+    together met that one time in thirty. The opener must wait, not turn the cache off."""
+    path = tmp_path / "c.sqlite"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE early(a)")
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO early VALUES (1)")
+    release = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+    release.start()
+    warnings: list[str] = []
+    try:
+        cache = EmbedCache(CacheConfig(path), DIM, warn=warnings.append)
+        cache.store({k: fake_vector(k) for k in keys("a", 2)})
+        assert len(cache.lookup(keys("a", 2))) == 2
+        cache.close()
+    finally:
+        release.join()
+        holder.close()
+    assert warnings == []
 
 
 def test_an_index_goes_on_when_the_cache_folder_cannot_be_made(
