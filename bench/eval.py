@@ -159,6 +159,13 @@ VARIANTS: list[Variant] = [
         for name, prior in ROUND_TWO.items()
     ],
     Variant(
+        "hybrid-prose-text",
+        "hybrid",
+        search_text="prose-weighted",
+        ranking=Ranking.default(),
+        note="the default, BM25 over doc prose and code without /// lines",
+    ),
+    Variant(
         "hybrid-nostem",
         "hybrid",
         fts=FtsConfig(stemmer="none"),
@@ -591,7 +598,7 @@ def devcorpus_variants() -> list[Variant]:
         ),
         Variant("shipped", "hybrid", ranking=Ranking.default(), note="what search does now"),
     ]
-    for text in ("doc2", "name5", "no-module", "no-body"):
+    for text in ("doc2", "name5", "no-module", "no-body", "prose-weighted", "prose-doc2"):
         out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))
     return out + retrieval2_variants()
 

@@ -101,3 +101,13 @@ def test_prose_embed_text_gives_the_doc_once_above_the_code_without_its_comments
     assert "shelf/loan" in lines[0] and "calculate_fine" in lines[0]
     assert lines[1:] == ["The fine owed for a late loan.", "pub fn f() {", "  0", "}"]
     assert chunk_budget(256, "prose") == chunk_budget(256, "header")
+
+
+def test_the_prose_search_text_drops_doc_examples_and_counts_the_doc_once() -> None:
+    doc = "The fine owed for a late loan. ```gleam\nshelf.overdue_report()\n```"
+    text = "/// The fine owed for a late loan.\npub fn calculate_fine() -> Int {\n  0\n}"
+    weighted = search_text(chunk(doc=doc, text=text)).split()
+    prose = search_text(chunk(doc=doc, text=text), "prose-weighted").split()
+    assert "overdue_report" in " ".join(weighted) and "overdue_report" not in " ".join(prose)
+    assert weighted.count("owed") == 2 and prose.count("owed") == 1
+    assert prose.count("calculate_fine") == weighted.count("calculate_fine")
