@@ -11,8 +11,11 @@ from typing import Annotated
 
 import typer
 
-from gbr.commands import ask, chat, graph, index, mcp, search, serve, settings, status
+from gbr.commands import ask, chat, coercion, graph, index, mcp, search, serve, settings, status
 from gbr.commands.common import out
+
+# Plain option values without pydantic: 65-70 ms of a cold search (gbr/commands/coercion.py).
+coercion.install()
 
 app = typer.Typer(
     name="gleambrctl",
