@@ -50,6 +50,7 @@ from gbr.core.records import (
 )
 from gbr.core.store_errors import damaged, guarded, one_line, store_error, writing
 from gbr.core.store_files import (
+    CONNECT_CONFIG,
     prepare_folder,
     refuse_odd_file,
     set_aside,
@@ -114,7 +115,7 @@ class Store:
         if not read_only:
             prepare_folder(path)
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only, config=CONNECT_CONFIG)
         except (duckdb.Error, OSError) as exc:
             raise damaged(exc, path) or StoreError(
                 f"cannot open index {path}: {one_line(exc)}"
