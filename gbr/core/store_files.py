@@ -20,10 +20,10 @@ from gbr.core.store_errors import one_line
 # files allowed, DuckDB may load no extension on its own: gbr names each one it loads, and
 # needs no other (core_functions, icu, json and parquet are built into the Python package),
 # so an index file from elsewhere cannot make it load one either.
-CONNECT_CONFIG = {
-    "allow_unsigned_extensions": "true",
-    "autoload_known_extensions": "false",
-    "autoinstall_known_extensions": "false",
+CONNECT_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "allow_unsigned_extensions": True,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
 }
 
 
