@@ -19,6 +19,7 @@ from gbr.core.telemetry import log_info, warning_line
 
 if TYPE_CHECKING:
     import onnxruntime as ort
+    from tokenizers import Tokenizer
 
 
 # More characters than any window token spans in code (a WordPiece token is a word piece
@@ -125,14 +126,27 @@ class OnnxEmbedder:
             raise ConfigError(f"cannot load tokenizer {files.tokenizer}: {exc}") from exc
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_tokens)
-        # A second, untruncated tokenizer counts the true length of chunk texts.
-        self._counter = Tokenizer.from_file(str(files.tokenizer))
-        self._counter.no_padding()
-        self._counter.no_truncation()
+        self._tokenizer_file = files.tokenizer
+        self._untruncated: Tokenizer | None = None
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = int(self._session.get_outputs()[0].shape[-1])
         # onnxruntime sessions are thread-safe, but the stats are not.
         self._lock = threading.Lock()
+
+    @property
+    def _counter(self) -> Tokenizer:
+        """A second, untruncated tokenizer that counts the true length of chunk texts. Made
+        at the first count: only indexing counts, and a search would spend 20-40 ms
+        reading the tokenizer's file a second time (2 cores)."""
+        with self._lock:
+            if self._untruncated is None:
+                from tokenizers import Tokenizer
+
+                counter = Tokenizer.from_file(str(self._tokenizer_file))
+                counter.no_padding()
+                counter.no_truncation()
+                self._untruncated = counter
+            return self._untruncated
 
     def count_tokens(self, text: str) -> int:
         return len(self._counter.encode(text, add_special_tokens=False).ids)
