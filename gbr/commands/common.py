@@ -124,7 +124,7 @@ def load_model(model_dir: Path | None, device: str = "cpu") -> OnnxEmbedder:
 
 def onnx_graphs() -> Path | None:
     """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
-    from gbr.core.embed_cache import cache_home
+    from gbr.core.paths import cache_home
 
     setting = os.environ.get(GRAPHS_ENV, "").strip()
     if setting.lower() in ("off", "none", "0", "false", "no"):

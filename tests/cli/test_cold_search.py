@@ -36,6 +36,14 @@ NOT_FOR_A_SEARCH = (
     "gbr.access.remote",
     # typer checks option values through pydantic, unless they are plain (65-70 ms).
     "pydantic",
+    # The code graph's tables, and the prompt and LLM modules they bring: only writes and
+    # graph questions (and a ranking by centrality) read them.
+    "gbr.core.graph.store",
+    "gbr.core.graph.context",
+    "gbr.core.prompt",
+    "gbr.core.llm",
+    "gbr.core.walker",  # index's unchanged-tree check
+    "sqlite3",  # the embed cache's; a search only asks where gbr's home is
 )
 
 # As the console script runs it; then the loaded modules' names, as JSON on stderr.
