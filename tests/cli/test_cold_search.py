@@ -91,3 +91,32 @@ def test_a_search_loads_neither_the_writer_nor_the_actors_nor_the_llm(
     assert unwanted == []
     # BM25 embeds no query: the model, and onnxruntime with it, stay unloaded.
     assert ("onnxruntime" in loaded) == (mode == "hybrid")
+
+
+def test_one_query_ranks_as_a_stream_of_queries_does(package: Path) -> None:
+    """A one-query search leaves the model's weights unpacked (other rounding, within
+    1e-5); `search -` packs them as the indexer did. Same hits, same order."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    db = str(default_db(package))
+    queries = ["parse an isbn", "validate the checksum digit", "format a date", "to_string"]
+    base = [sys.executable, "-m", "gbr.cli", "search", "--db", db, "-k", "8", "--json"]
+    stream = subprocess.run(
+        [*base[:4], "-", *base[4:]],
+        input="\n".join(queries) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert stream.returncode == 0, stream.stderr
+    streamed = [json.loads(line)["results"] for line in stream.stdout.splitlines()]
+    for query, want in zip(queries, streamed, strict=True):
+        one = subprocess.run(
+            [*base[:4], query, *base[4:]], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert one.returncode == 0, one.stderr
+        got = json.loads(one.stdout)["results"]
+        assert [(h["path"], h["start_line"]) for h in got] == [
+            (h["path"], h["start_line"]) for h in want
+        ]
+        assert [h["score"] for h in got] == pytest.approx([h["score"] for h in want], abs=1e-5)

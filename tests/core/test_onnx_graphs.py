@@ -44,6 +44,17 @@ def test_a_kept_graph_gives_the_same_vectors_bit_for_bit(
     np.testing.assert_array_equal(second.embed_batch(TEXTS), want)
 
 
+def test_a_session_that_does_not_prepack_gives_the_same_vectors_within_1e_5(
+    tmp_path: Path, model: OnnxEmbedder
+) -> None:
+    """A one-query process leaves the weights unpacked: other kernels, other rounding."""
+    files = resolve_model_files()
+    want = model.embed_batch(TEXTS)
+    for graphs in (None, tmp_path / "onnx", tmp_path / "onnx"):  # plain, saving, kept
+        one_shot = OnnxEmbedder(files, graphs=graphs, prepack=False)
+        np.testing.assert_allclose(one_shot.embed_batch(TEXTS), want, rtol=0, atol=1e-5)
+
+
 def test_a_damaged_kept_graph_is_made_again(tmp_path: Path, model: OnnxEmbedder) -> None:
     files = resolve_model_files()
     folder = tmp_path / "onnx"
