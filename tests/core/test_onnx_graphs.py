@@ -164,3 +164,16 @@ def test_the_command_line_keeps_graphs_in_gbr_home_unless_told_otherwise(
     assert onnx_graphs() == tmp_path / "elsewhere"
     monkeypatch.setenv(GRAPHS_ENV, "off")
     assert onnx_graphs() is None
+
+
+def test_a_damaged_tokenizer_read_beside_the_session_is_one_config_error(tmp_path: Path) -> None:
+    """The tokenizer is read on another thread while the session starts; its failure still
+    reaches the caller as the one error that names the file."""
+    from gbr.core.errors import ConfigError
+    from gbr.core.model_files import ModelFiles
+
+    files = resolve_model_files()
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="cannot load tokenizer"):
+        OnnxEmbedder(ModelFiles(onnx=files.onnx, tokenizer=bad, model_id="x"))
