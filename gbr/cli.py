@@ -7,6 +7,7 @@ and a cold `search` pays only for what it uses.
 
 from __future__ import annotations
 
+import atexit
 import copy
 import os
 import sys
@@ -40,7 +41,13 @@ class _Gleambrctl(typer.Typer):
             return super().__call__(*args, **kwargs)
         narrowed = copy.copy(self)
         narrowed.registered_commands = [only]
-        return typer.Typer.__call__(narrowed, *args, **kwargs)
+        if given is not None or only.callback not in _QUICK_EXIT:
+            return typer.Typer.__call__(narrowed, *args, **kwargs)
+        try:
+            return typer.Typer.__call__(narrowed, *args, **kwargs)
+        except SystemExit as done:
+            _exit_now(done)
+            raise
 
     def _named(self, argv: Sequence[str]) -> Any:
         """The registered command that `argv` starts with, if that is all it needs."""
@@ -55,6 +62,35 @@ class _Gleambrctl(typer.Typer):
 
 # Set by the shell while it asks for completions, which must list every command.
 _COMPLETE_ENV = "_GLEAMBRCTL_COMPLETE"
+
+# Commands that leave nothing for the interpreter to finish once they return: they have
+# closed the index and written their output, and no thread of theirs is still working.
+_QUICK_EXIT = {search.search}
+
+
+def _exit_now(done: SystemExit) -> None:
+    """End the process as `done` would, without the interpreter's own teardown.
+
+    Once a cold `search` has printed its hits, Python's finalisation (onnxruntime's and
+    DuckDB's native teardown, every module freed) took longer than the ranking: normal
+    exit vs os._exit after the same work, 0.33-0.76 s vs 0.02-0.06 s with onnxruntime
+    loaded and 0.19-0.46 s vs 0.01-0.10 s with DuckDB (one process each, a loaded machine).
+    Output is flushed and atexit handlers run first; anything unusual (a message as the
+    exit code, a stream that cannot be flushed) is left to the normal exit.
+    Only for the console script (`app()` reading sys.argv), never when `app` is called
+    with arguments, as tests and embedders do.
+    """
+    code = done.code
+    if code is not None and not isinstance(code, int):
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return  # a closed pipe or stream: Python reports it as it always does
+    atexit._run_exitfuncs()
+    os._exit(code or 0)
+
 
 app = _Gleambrctl(
     name="gleambrctl",

@@ -120,3 +120,32 @@ def test_one_query_ranks_as_a_stream_of_queries_does(package: Path) -> None:
             (h["path"], h["start_line"]) for h in want
         ]
         assert [h["score"] for h in got] == pytest.approx([h["score"] for h in want], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["-k", "200", "--json"], 0, ""),
+        (["-k", "0"], 2, "Invalid value for '-k' / '--top'"),
+        (["--mode", "nope"], 2, "unknown --mode 'nope'"),
+    ],
+)
+def test_the_console_script_ends_a_search_at_once_with_its_output_whole(
+    package: Path, args: list[str], code: int, says: str
+) -> None:
+    """`app()` from the console script ends a search without the interpreter's teardown:
+    everything printed arrives, and the exit code is the command's."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    db = str(default_db(package))
+    done = subprocess.run(
+        [sys.executable, "-m", "gbr.cli", "search", "isbn", "--db", db, *args],
+        capture_output=True,
+        text=True,
+        env={**env, "NO_COLOR": "1"},
+        timeout=300,
+    )
+    assert done.returncode == code, done.stderr
+    assert says in done.stderr
+    if code == 0:
+        found = json.loads(done.stdout)  # the whole document, flushed before the exit
+        assert 0 < len(found["results"]) <= 200
