@@ -23,9 +23,9 @@ from gbr.core.errors import DaemonError, IndexBusyError, StoreError
 from gbr.core.filter_hint import filter_hint
 from gbr.core.paths import default_db, package_root
 from gbr.core.search import Filter, Ranking, Searcher
+from gbr.core.sizes import DEFAULT_MAX_BYTES
 from gbr.core.snapshot import open_for_reading
 from gbr.core.store import status_report
-from gbr.core.walker import DEFAULT_MAX_BYTES
 
 # What only ask, index and graph questions use is imported where they use it: a cold
 # `search` loads neither the actors (pykka), the LLM providers nor the graph answers.

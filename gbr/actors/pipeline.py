@@ -39,12 +39,13 @@ from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.indexing import prepare_chunks
 from gbr.core.paths import check_root, package_root
 from gbr.core.records import FileProblem, FileState, IndexSummary, ProgressCallback
+from gbr.core.sizes import DEFAULT_MAX_BYTES
 from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
 from gbr.core.store import Store
 from gbr.core.store_files import refuse_odd_file
 from gbr.core.store_lock import LOCK_WAIT, open_when_free
 from gbr.core.telemetry import log
-from gbr.core.walker import DEFAULT_MAX_BYTES, WalkOptions
+from gbr.core.walker import WalkOptions
 
 if TYPE_CHECKING:
     import numpy as np

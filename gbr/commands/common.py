@@ -111,20 +111,24 @@ def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
 GRAPHS_ENV = "GBR_ONNX_GRAPHS"
 
 
-def load_model(model_dir: Path | None, device: str = "cpu") -> OnnxEmbedder:
+def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True) -> OnnxEmbedder:
     """The embedder, its optimised graph kept between runs (a cold `search` then skips
-    optimising it: gbr.core.onnx_graphs)."""
+    optimising it: gbr.core.onnx_graphs); `prepack=False` when the process embeds only a
+    query or two (gbr.core.embedder.onnx_session)."""
     from gbr.core.embedder import OnnxEmbedder
     from gbr.core.model_files import resolve_model_files
 
     return OnnxEmbedder(
-        resolve_model_files(model_dir, env=os.environ), device=device, graphs=onnx_graphs()
+        resolve_model_files(model_dir, env=os.environ),
+        device=device,
+        graphs=onnx_graphs(),
+        prepack=prepack,
     )
 
 
 def onnx_graphs() -> Path | None:
     """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
-    from gbr.core.embed_cache import cache_home
+    from gbr.core.paths import cache_home
 
     setting = os.environ.get(GRAPHS_ENV, "").strip()
     if setting.lower() in ("off", "none", "0", "false", "no"):
@@ -166,13 +170,16 @@ def find_db(db: Path | None) -> Path:
     return db if db is not None else find_index(Path.cwd(), os.environ)
 
 
-def local_index(settings: LocalSettings, model_dir: Path | None, device: str = "cpu") -> LocalIndex:
+def local_index(
+    settings: LocalSettings, model_dir: Path | None, device: str = "cpu", prepack: bool = True
+) -> LocalIndex:
     """The index in this process, its model loaded on first use; `gbr.access.chosen` then
     hands a command the daemon serving the index instead, when one runs (DuckDB then lets
-    only it in), with a note when a dead daemon's discovery file was removed."""
+    only it in), with a note when a dead daemon's discovery file was removed. `prepack`:
+    see load_model."""
     from gbr.access import LocalIndex
 
-    return LocalIndex(settings, lambda: load_model(model_dir, device), env=os.environ)
+    return LocalIndex(settings, lambda: load_model(model_dir, device, prepack), env=os.environ)
 
 
 def note_stale(info: DaemonInfo | None, why: str) -> None:

@@ -102,6 +102,9 @@ def search(
         local = local_index(
             LocalSettings(db_path.parent.parent, db_path, keep_open=True, postings_budget=budget),
             model_dir,
+            # One query: the model's weights are used as they are rather than repacked
+            # for a run or two (gbr.core.embedder.onnx_session).
+            prepack=query == "-",
         )
         with chosen(local, note_stale) as index:
             try:

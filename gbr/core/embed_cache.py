@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from gbr.core.errors import ConfigError
+from gbr.core.paths import cache_home
 from gbr.core.telemetry import Warn, log, warning_line
 
 CACHE_FILE = "embed-cache.sqlite"
@@ -51,19 +52,6 @@ _OFF = ("off", "false", "no", "0")
 class CacheConfig:
     path: Path
     max_bytes: int = DEFAULT_MAX_BYTES
-
-
-def cache_home(env: Mapping[str, str]) -> Path | None:
-    """gbr's home for its own files: GBR_HOME, else the user's cache folder, both read from
-    `env` only; None when `env` names no home at all."""
-    home = env.get("GBR_HOME")
-    if home:
-        return Path(home).expanduser()
-    xdg = env.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "gbr"
-    user = env.get("HOME")
-    return Path(user) / ".cache" / "gbr" if user else None
 
 
 def cache_config(env: Mapping[str, str]) -> CacheConfig | None:

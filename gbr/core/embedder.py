@@ -19,6 +19,7 @@ from gbr.core.telemetry import log_info, warning_line
 
 if TYPE_CHECKING:
     import onnxruntime as ort
+    from tokenizers import Tokenizer
 
 
 # More characters than any window token spans in code (a WordPiece token is a word piece
@@ -60,6 +61,7 @@ def onnx_session(
     threads: int | None = None,
     providers: Sequence[str] = ("CPUExecutionProvider",),
     graphs: Path | None = None,
+    prepack: bool = True,
 ) -> ort.InferenceSession:
     """A CPU session as every model here runs: all cores for one op, fully optimised, and
     idle threads that sleep instead of spin-waiting.
@@ -71,6 +73,12 @@ def onnx_session(
 
     `graphs`: a folder where the optimised graph is kept between processes, so that the
     next session skips optimising it (gbr.core.onnx_graphs); CPU sessions only.
+
+    `prepack=False` for a process that embeds a query or two and exits: onnxruntime then
+    leaves the weights as they are instead of repacking all 90 MB of them for its matrix
+    kernels when the session starts. Session plus first query: 77-316 ms (median 132) ->
+    32-127 ms (median 46), interleaved x8 on a loaded machine; each later run is a few ms
+    slower, and the vectors differ by 2e-6 at most (tests/core/test_onnx_graphs.py).
     """
     import onnxruntime as ort
 
@@ -81,6 +89,8 @@ def onnx_session(
         made.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         made.add_session_config_entry("session.intra_op.allow_spinning", "0")
         made.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        if not prepack:
+            made.add_session_config_entry("session.disable_prepacking", "1")
         return made
 
     if graphs is not None and list(providers) == ["CPUExecutionProvider"]:
@@ -105,8 +115,10 @@ class OnnxEmbedder:
         threads: int | None = None,
         device: str = "cpu",
         graphs: Path | None = None,
+        prepack: bool = True,
     ) -> None:
-        """`graphs`: where optimised ONNX graphs are kept between runs (None: not kept)."""
+        """`graphs`: where optimised ONNX graphs are kept between runs (None: not kept);
+        `prepack=False` for a process that embeds only a query or two (onnx_session)."""
         from tokenizers import Tokenizer
 
         self.model_id = files.model_id
@@ -114,7 +126,7 @@ class OnnxEmbedder:
         # Small batches are faster here: 1024 padded tokens per ONNX run embedded 88 texts/s
         # against 73 for 32 x up-to-256 (2 cores, bench/out micro-run), and peak RSS fell
         # from 1.2 GB to 0.5 GB because onnxruntime's arena grows with the batch shape.
-        self._session, self.device = _device_session(files.onnx, device, threads, graphs)
+        self._session, self.device = _device_session(files.onnx, device, threads, graphs, prepack)
         tokens, texts = DEVICE_BATCHES[self.device]
         self.batch_tokens = batch_tokens or tokens
         self.max_batch = max_batch or texts
@@ -125,14 +137,27 @@ class OnnxEmbedder:
             raise ConfigError(f"cannot load tokenizer {files.tokenizer}: {exc}") from exc
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(max_length=max_tokens)
-        # A second, untruncated tokenizer counts the true length of chunk texts.
-        self._counter = Tokenizer.from_file(str(files.tokenizer))
-        self._counter.no_padding()
-        self._counter.no_truncation()
+        self._tokenizer_file = files.tokenizer
+        self._untruncated: Tokenizer | None = None
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = int(self._session.get_outputs()[0].shape[-1])
         # onnxruntime sessions are thread-safe, but the stats are not.
         self._lock = threading.Lock()
+
+    @property
+    def _counter(self) -> Tokenizer:
+        """A second, untruncated tokenizer that counts the true length of chunk texts. Made
+        at the first count: only indexing counts, and a search would spend 20-40 ms
+        reading the tokenizer's file a second time (2 cores)."""
+        with self._lock:
+            if self._untruncated is None:
+                from tokenizers import Tokenizer
+
+                counter = Tokenizer.from_file(str(self._tokenizer_file))
+                counter.no_padding()
+                counter.no_truncation()
+                self._untruncated = counter
+            return self._untruncated
 
     def count_tokens(self, text: str) -> int:
         return len(self._counter.encode(text, add_special_tokens=False).ids)
@@ -183,7 +208,7 @@ class OnnxEmbedder:
 
 
 def _device_session(
-    path: Path, asked: str, threads: int | None, graphs: Path | None = None
+    path: Path, asked: str, threads: int | None, graphs: Path | None = None, prepack: bool = True
 ) -> tuple[ort.InferenceSession, str]:
     """A session on the device asked for when it can be had, else on the CPU (gbr.core.device).
 
@@ -206,7 +231,7 @@ def _device_session(
             announce(fallback(choice, "CUDA provider found no usable GPU"), warning_line, log_info)
             return session, "cpu"
     announce(choice, warning_line, log_info)
-    return onnx_session(path, threads, graphs=graphs), "cpu"
+    return onnx_session(path, threads, graphs=graphs, prepack=prepack), "cpu"
 
 
 def length_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:

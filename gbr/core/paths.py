@@ -145,3 +145,17 @@ def check_root(store: Store, root: Path, db: Path) -> None:
         raise ConfigError(
             f"{store.path} indexes {have}, not {root}; pass --db with another file for this tree"
         )
+
+
+def cache_home(env: Mapping[str, str]) -> Path | None:
+    """gbr's home for its own files: GBR_HOME, else the user's cache folder, both read from
+    `env` only; None when `env` names no home at all. (Here, not in embed_cache: a search
+    asks it where the ONNX graph is kept and would otherwise import sqlite3.)"""
+    home = env.get("GBR_HOME")
+    if home:
+        return Path(home).expanduser()
+    xdg = env.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg).expanduser() / "gbr"
+    user = env.get("HOME")
+    return Path(user) / ".cache" / "gbr" if user else None

@@ -20,7 +20,6 @@ from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError, IndexEmptyError
-from gbr.core.graph.store import GraphReader
 from gbr.core.postings_memory import MemoryPostings
 from gbr.core.priors import (
     NO_PRIORS,
@@ -359,6 +358,10 @@ class Searcher:
         """The code graph's centrality of each definition, read once per index snapshot."""
         central = self._central.get(by)
         if central is None:
+            # Here, not at the top: the graph's reader brings the prompt and LLM modules,
+            # which a search that ranks without centrality never uses.
+            from gbr.core.graph.store import GraphReader
+
             edges = GraphReader(self.store).reference_edges()
             central = self._central[by] = graph_centrality(edges, by)
         return central

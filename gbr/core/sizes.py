@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The largest source file read by default (--max-file-size). Here, where a search can read
+# it without importing the walker.
+DEFAULT_MAX_BYTES = 1_000_000
+
 _UNITS = {"k": 1_000, "kb": 1_000, "m": 1_000_000, "mb": 1_000_000, "b": 1, "": 1}
 
 

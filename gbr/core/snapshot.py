@@ -27,6 +27,7 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
@@ -35,7 +36,9 @@ from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.store import SCHEMA_VERSION, Store
 from gbr.core.store_errors import write_error
 from gbr.core.telemetry import log
-from gbr.core.walker import WalkOptions, read_file, walk
+
+if TYPE_CHECKING:
+    from gbr.core.walker import WalkOptions
 
 READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
 _RETRY_STEP = 0.05
@@ -279,6 +282,8 @@ def unchanged_summary(
     again, so it is reported as dropped with its stored reason (the line and column are not
     stored).
     """
+    from gbr.core.walker import read_file, walk  # only `index` asks; a search opens here too
+
     started = time.monotonic()
     if not db.is_file():
         return None

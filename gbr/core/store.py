@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
@@ -34,8 +34,6 @@ from gbr.core import (
 from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.errors import IndexCorruptError, StoreError
 from gbr.core.fulltext import DEFAULT_FTS, FtsConfig
-from gbr.core.graph import store as graph_tables
-from gbr.core.graph.model import FileGraph
 from gbr.core.records import (
     NO_FILTER,
     Chunk,
@@ -50,6 +48,7 @@ from gbr.core.records import (
 )
 from gbr.core.store_errors import damaged, guarded, one_line, store_error, writing
 from gbr.core.store_files import (
+    CONNECT_CONFIG,
     prepare_folder,
     refuse_odd_file,
     set_aside,
@@ -63,6 +62,11 @@ from gbr.core.store_writes import (
     swap_files,
     vector_array,
 )
+
+if TYPE_CHECKING:
+    # Only writes touch the code graph: a search does not import its tables (nor the prompt
+    # and LLM modules they bring).
+    from gbr.core.graph.model import FileGraph
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -114,7 +118,7 @@ class Store:
         if not read_only:
             prepare_folder(path)
         try:
-            con = duckdb.connect(str(path), read_only=read_only)
+            con = duckdb.connect(str(path), read_only=read_only, config=CONNECT_CONFIG)
         except (duckdb.Error, OSError) as exc:
             raise damaged(exc, path) or StoreError(
                 f"cannot open index {path}: {one_line(exc)}"
@@ -233,6 +237,8 @@ class Store:
                 self.con.execute("DROP TABLE IF EXISTS files")
                 fulltext.mark_stale(self)  # its documents are gone with the chunks
             self._create_tables(dim)
+            from gbr.core.graph import store as graph_tables
+
             self.set_meta(**want, **graph_tables.prepare(self.con, have, wiped=bool(reason)))
             # Renewed here only for new or wiped tables: a run that changes no chunk keeps
             # the generation, so the vector file beside the index stays good (at 1M chunks
@@ -369,6 +375,8 @@ class Store:
 
     @guarded
     def remove_files(self, paths: Iterable[str]) -> int:
+        from gbr.core.graph import store as graph_tables
+
         paths = list(paths)
         if not paths:
             return 0

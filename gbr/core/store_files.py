@@ -13,6 +13,19 @@ import duckdb
 from gbr.core.errors import StoreError
 from gbr.core.store_errors import one_line
 
+# Every connection's settings. The fts extension is loaded from the pip package pinned with
+# duckdb (below), a file of the same origin and trust as duckdb's own library beside it;
+# DuckDB's check of its signature hashed its 11.6 MB on each connection, 80-90 ms of a cold
+# search against 2-18 ms to load it unchecked (2 cores, interleaved x5). With unsigned
+# files allowed, DuckDB may load no extension on its own: gbr names each one it loads, and
+# needs no other (core_functions, icu, json and parquet are built into the Python package),
+# so an index file from elsewhere cannot make it load one either.
+CONNECT_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "allow_unsigned_extensions": True,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+}
+
 
 def set_up(con: duckdb.DuckDBPyConnection) -> None:
     """Every connection: the fts extension, and no progress bar. DuckDB draws its bar on

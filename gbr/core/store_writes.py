@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 
-from gbr.core.graph import store as graph_tables
-from gbr.core.graph.model import FileGraph
 from gbr.core.records import Chunk, FileProblem, SourceFile
 from gbr.core.store_errors import is_write_failure, store_error, write_error, writing
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from gbr.core.graph.model import FileGraph
     from gbr.core.store import Store
 
 
@@ -59,6 +58,8 @@ def swap_files(con: duckdb.DuckDBPyConnection, writes: Sequence[FileWrite]) -> N
     paths = [w.source.path for w in writes]
     for table in ("chunks", "files"):
         con.execute(f"DELETE FROM {table} WHERE path IN (SELECT unnest(?::VARCHAR[]))", [paths])
+    from gbr.core.graph import store as graph_tables
+
     graph_tables.replace_many(con, [(w.source.path, w.graph) for w in writes])
     chunks = chunks_table([c for w in writes for c in w.chunks])
     if chunks.num_rows:

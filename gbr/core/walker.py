@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING
 
 from gbr.core.lazy import lazy_module
 from gbr.core.records import FileProblem, SourceFile
+from gbr.core.sizes import DEFAULT_MAX_BYTES
 
 if TYPE_CHECKING:
     import pathspec
 else:
-    # Loaded at the first walk: a search imports this module (DEFAULT_MAX_BYTES and the
-    # snapshot's unchanged check) but walks nothing, and pathspec costs it 0.1 s.
+    # Loaded at the first walk: what imports this module may walk nothing, and pathspec
+    # costs 0.1 s.
     pathspec = lazy_module("pathspec")
 
-DEFAULT_MAX_BYTES = 1_000_000
 MODULE_ROOTS = ("src", "test", "dev")
 ALWAYS_SKIP = {".git", ".gbr", "node_modules", "_build", "__pycache__", ".venv"}
 

@@ -57,9 +57,9 @@ from gbr.core.postings_memory import SERVING_BUDGET
 from gbr.core.records import IndexSummary
 from gbr.core.rerank import default_reranker_spec
 from gbr.core.search import Filter, Mode, Ranking, Searcher
+from gbr.core.sizes import DEFAULT_MAX_BYTES
 from gbr.core.store import Store, ThreadLocalStore, status_report
 from gbr.core.telemetry import log
-from gbr.core.walker import DEFAULT_MAX_BYTES
 from gbr.daemon.metrics import Metrics
 from gbr.daemon.oracles import NO_LLM, OracleKey, Oracles, close_provider
 from gbr.daemon.reporting import degraded, describe_metrics, printable

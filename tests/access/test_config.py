@@ -11,7 +11,7 @@ import pytest
 from gbr.access import PackageConfig, package_config
 from gbr.core.errors import ConfigError
 from gbr.core.settings import Settings, save_settings
-from gbr.core.walker import DEFAULT_MAX_BYTES
+from gbr.core.sizes import DEFAULT_MAX_BYTES
 
 
 def configured(tmp_path: Path, settings: Settings | None = None, **flags: object) -> PackageConfig:

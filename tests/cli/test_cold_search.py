@@ -34,6 +34,16 @@ NOT_FOR_A_SEARCH = (
     "gbr.core.graph.extract",
     "gbr.access.answering",
     "gbr.access.remote",
+    # typer checks option values through pydantic, unless they are plain (65-70 ms).
+    "pydantic",
+    # The code graph's tables, and the prompt and LLM modules they bring: only writes and
+    # graph questions (and a ranking by centrality) read them.
+    "gbr.core.graph.store",
+    "gbr.core.graph.context",
+    "gbr.core.prompt",
+    "gbr.core.llm",
+    "gbr.core.walker",  # index's unchanged-tree check
+    "sqlite3",  # the embed cache's; a search only asks where gbr's home is
 )
 
 # As the console script runs it; then the loaded modules' names, as JSON on stderr.
@@ -81,3 +91,61 @@ def test_a_search_loads_neither_the_writer_nor_the_actors_nor_the_llm(
     assert unwanted == []
     # BM25 embeds no query: the model, and onnxruntime with it, stay unloaded.
     assert ("onnxruntime" in loaded) == (mode == "hybrid")
+
+
+def test_one_query_ranks_as_a_stream_of_queries_does(package: Path) -> None:
+    """A one-query search leaves the model's weights unpacked (other rounding, within
+    1e-5); `search -` packs them as the indexer did. Same hits, same order."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    db = str(default_db(package))
+    queries = ["parse an isbn", "validate the checksum digit", "format a date", "to_string"]
+    base = [sys.executable, "-m", "gbr.cli", "search", "--db", db, "-k", "8", "--json"]
+    stream = subprocess.run(
+        [*base[:4], "-", *base[4:]],
+        input="\n".join(queries) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert stream.returncode == 0, stream.stderr
+    streamed = [json.loads(line)["results"] for line in stream.stdout.splitlines()]
+    for query, want in zip(queries, streamed, strict=True):
+        one = subprocess.run(
+            [*base[:4], query, *base[4:]], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert one.returncode == 0, one.stderr
+        got = json.loads(one.stdout)["results"]
+        assert [(h["path"], h["start_line"]) for h in got] == [
+            (h["path"], h["start_line"]) for h in want
+        ]
+        assert [h["score"] for h in got] == pytest.approx([h["score"] for h in want], abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "says"),
+    [
+        (["-k", "200", "--json"], 0, ""),
+        (["-k", "0"], 2, "Invalid value for '-k' / '--top'"),
+        (["--mode", "nope"], 2, "unknown --mode 'nope'"),
+    ],
+)
+def test_the_console_script_ends_a_search_at_once_with_its_output_whole(
+    package: Path, args: list[str], code: int, says: str
+) -> None:
+    """`app()` from the console script ends a search without the interpreter's teardown:
+    everything printed arrives, and the exit code is the command's."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    db = str(default_db(package))
+    done = subprocess.run(
+        [sys.executable, "-m", "gbr.cli", "search", "isbn", "--db", db, *args],
+        capture_output=True,
+        text=True,
+        env={**env, "NO_COLOR": "1"},
+        timeout=300,
+    )
+    assert done.returncode == code, done.stderr
+    assert says in done.stderr
+    if code == 0:
+        found = json.loads(done.stdout)  # the whole document, flushed before the exit
+        assert 0 < len(found["results"]) <= 200

@@ -163,6 +163,27 @@ def test_no_connection_draws_a_progress_bar(store: Store) -> None:
         assert on is False
 
 
+def test_duckdb_loads_only_the_extensions_gbr_names(store: Store) -> None:
+    """Unsigned files are allowed (the fts file's signature check cost 80-90 ms a
+    connection), so DuckDB must load nothing on its own: neither a known extension a
+    statement would need nor one from its own extension folder."""
+    settings = store.con.execute(
+        "SELECT current_setting('autoload_known_extensions'), "
+        "current_setting('autoinstall_known_extensions')"
+    ).fetchall()
+    assert settings == [(False, False)]
+    ((fts,),) = store.con.execute(
+        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'fts'"
+    ).fetchall()
+    assert fts is True
+    with pytest.raises(duckdb.Error, match=r"(?i)spatial"):
+        store.con.execute("SELECT ST_Point(1, 2)").fetchall()
+    ((spatial,),) = store.con.execute(
+        "SELECT loaded FROM duckdb_extensions() WHERE extension_name = 'spatial'"
+    ).fetchall()
+    assert spatial is False
+
+
 def test_filters_are_data_bound_as_values_never_pasted_into_sql(
     store: Store, model: OnnxEmbedder
 ) -> None:

@@ -378,7 +378,7 @@ def _copy_sources(lib: Path) -> None:
     gbr_dir = Path(gbr.__file__).parent
     (lib / "gbr" / "core").mkdir(parents=True)
     shutil.copy(gbr_dir / "__init__.py", lib / "gbr" / "__init__.py")
-    for name in ("walker.py", "records.py", "lazy.py"):
+    for name in ("walker.py", "records.py", "lazy.py", "sizes.py"):
         shutil.copy(gbr_dir / "core" / name, lib / "gbr" / "core" / name)
     shutil.copytree(Path(pathspec.__file__).parent, lib / "pathspec")
     for path in [lib, *lib.rglob("*")]:
