@@ -159,6 +159,12 @@ VARIANTS: list[Variant] = [
         for name, prior in ROUND_TWO.items()
     ],
     Variant(
+        "hybrid-first",
+        "hybrid",
+        ranking=replace(Ranking.default(), second=None),
+        note="the default without the second opinion",
+    ),
+    Variant(
         "hybrid-prose-text",
         "hybrid",
         search_text="prose-weighted",
@@ -597,6 +603,12 @@ def devcorpus_variants() -> list[Variant]:
             ranking=Ranking(priors=FIT_PRIORS, ranker=ranker),
         ),
         Variant("shipped", "hybrid", ranking=Ranking.default(), note="what search does now"),
+        Variant(
+            "shipped-first",
+            "hybrid",
+            ranking=replace(Ranking.default(), second=None),
+            note="shipped without the second opinion (before round four)",
+        ),
     ]
     for text in ("doc2", "name5", "no-module", "no-body", "prose-weighted", "prose-doc2"):
         out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))

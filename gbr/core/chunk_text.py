@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from gbr.core.records import Chunk
@@ -31,8 +32,13 @@ def code_words(text: str) -> str:
 
 def context_header(chunk: Chunk) -> str:
     """A short line naming where the code lives, prepended to the code the model embeds."""
-    doc_line = chunk.doc.split(". ")[0][:120] if chunk.doc else ""
-    head = f"{chunk.module} {chunk.kind} {chunk.name}: {chunk.signature}"
+    return header_of(chunk.module, chunk.kind, chunk.name, chunk.signature, chunk.doc)
+
+
+def header_of(module: str, kind: str, name: str, signature: str, doc: str) -> str:
+    """context_header from the fields alone (a search hit has them, not a Chunk)."""
+    doc_line = doc.split(". ")[0][:120] if doc else ""
+    head = f"{module} {kind} {name}: {signature}"
     return f"{head}\n{doc_line}" if doc_line else head
 
 
@@ -59,6 +65,11 @@ def without_doc_lines(text: str) -> str:
 
 
 DEFAULT_EMBED_FORMAT = "header"
+
+
+def embed_key(model_id: str, text: str) -> str:
+    """Same text under the same model gives the same vector, so this keys the vector cache."""
+    return hashlib.sha256(f"{model_id}\0{text}".encode()).hexdigest()
 
 
 def embed_text(chunk: Chunk, embed_format: str = DEFAULT_EMBED_FORMAT) -> str:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_text, search_text
+from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_key, embed_text, search_text
 from gbr.core.embedder import Embedder
 from gbr.core.records import Chunk
 from gbr.core.store_writes import StoredChunk
@@ -33,11 +32,6 @@ PROGRESS_STEP = 32
 # Texts tokenized and embedded at once otherwise. One 10 MB file makes tens of thousands of
 # chunks, and tokenizing them all in one call held every encoding in memory at once.
 EMBED_SLICE = 256
-
-
-def embed_key(model_id: str, text: str) -> str:
-    """Same text under the same model gives the same vector, so this keys the vector cache."""
-    return hashlib.sha256(f"{model_id}\0{text}".encode()).hexdigest()
 
 
 def prepare_chunks(

