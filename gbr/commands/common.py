@@ -108,7 +108,6 @@ def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
 
 
 # Where optimised ONNX graphs are kept (default `$GBR_HOME/onnx`); `off` keeps none.
-GRAPHS_ENV = "GBR_ONNX_GRAPHS"
 
 
 def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True) -> OnnxEmbedder:
@@ -128,15 +127,9 @@ def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True
 
 def onnx_graphs() -> Path | None:
     """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
-    from gbr.core.paths import cache_home
+    from gbr.core.onnx_graphs import kept_folder
 
-    setting = os.environ.get(GRAPHS_ENV, "").strip()
-    if setting.lower() in ("off", "none", "0", "false", "no"):
-        return None
-    if setting:
-        return Path(setting).expanduser()
-    home = cache_home(os.environ)
-    return None if home is None else home / "onnx"
+    return kept_folder(os.environ)
 
 
 def configure(

@@ -29,7 +29,7 @@ import hashlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,20 @@ GRAPH = "graph.onnx"
 DATA = "graph.onnx.data"  # named inside GRAPH, relative to its folder
 # A temporary folder older than this was left by a process that died while saving.
 STALE_SECONDS = 3600
+GRAPHS_ENV = "GBR_ONNX_GRAPHS"
+
+
+def kept_folder(env: Mapping[str, str]) -> Path | None:
+    """Where optimised graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx` (None: off)."""
+    from gbr.core.paths import cache_home
+
+    setting = env.get(GRAPHS_ENV, "").strip()
+    if setting.lower() in ("off", "none", "0", "false", "no"):
+        return None
+    if setting:
+        return Path(setting).expanduser()
+    home = cache_home(env)
+    return None if home is None else home / "onnx"
 
 
 def graph_path(folder: Path, model: Path) -> Path:

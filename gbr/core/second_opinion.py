@@ -83,11 +83,20 @@ class SecondOpinion:
     """The stage: thread-safe, loads its model at the first query that needs it."""
 
     def __init__(
-        self, files: ModelFiles, cache: CacheConfig | None = None, weight: float = WEIGHT
+        self,
+        files: ModelFiles,
+        cache: CacheConfig | None = None,
+        weight: float = WEIGHT,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """`env`, when given, names the shared cache (if `cache` does not) and where the
+        model's optimised graph is kept, both read at the first query that needs them: a
+        BM25 search never loads SQLite."""
         self.files = files
         self.weight = weight
         self._cache_config = cache
+        self._env = env
+        self._resolved = False
         self._cache: EmbedCache | None = None
         self._model: OnnxEmbedder | None = None
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -148,11 +157,20 @@ class SecondOpinion:
     def _loaded(self) -> OnnxEmbedder:
         with self._lock:
             if self._model is None:
-                self._model = _model(self.files)
+                from gbr.core.onnx_graphs import kept_folder
+
+                graphs = kept_folder(self._env) if self._env is not None else None
+                self._model = _model(self.files, graphs)
             return self._model
 
     def _shared(self, dim: int) -> EmbedCache | None:
         with self._lock:
+            if self._cache_config is None and self._env is not None and not self._resolved:
+                from gbr.core.embed_cache import cache_config
+
+                self._resolved = True
+                with contextlib.suppress(Exception):  # a bad size is the index command's error
+                    self._cache_config = cache_config(self._env)
             if self._cache is None and self._cache_config is not None:
                 from gbr.core.embed_cache import EmbedCache
 
@@ -170,13 +188,13 @@ _MODELS: dict[Path, OnnxEmbedder] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def _model(files: ModelFiles) -> OnnxEmbedder:
+def _model(files: ModelFiles, graphs: Path | None) -> OnnxEmbedder:
     """One session per model file in a process: a chat or a daemon builds several rankings."""
     from gbr.core.embedder import OnnxEmbedder
 
     with _MODELS_LOCK:
         if files.onnx not in _MODELS:
-            _MODELS[files.onnx] = OnnxEmbedder(files, pooling="cls")
+            _MODELS[files.onnx] = OnnxEmbedder(files, graphs=graphs, pooling="cls")
         return _MODELS[files.onnx]
 
 
@@ -184,11 +202,4 @@ def default_second_opinion(env: Mapping[str, str]) -> SecondOpinion | None:
     """The stage the front doors use: on when the model is installed and `env` does not turn
     it off, its vectors shared through the embed cache `env` names (if any)."""
     files = second_model_files(env)
-    if files is None:
-        return None
-    from gbr.core.embed_cache import cache_config
-
-    config = None
-    with contextlib.suppress(Exception):  # a bad cache size is the index command's error
-        config = cache_config(env)
-    return SecondOpinion(files, config)
+    return None if files is None else SecondOpinion(files, env=env)
