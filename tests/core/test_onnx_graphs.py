@@ -155,7 +155,8 @@ def test_an_older_graph_of_the_same_model_is_removed(tmp_path: Path) -> None:
 def test_the_command_line_keeps_graphs_in_gbr_home_unless_told_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gbr.commands.common import GRAPHS_ENV, onnx_graphs
+    from gbr.commands.common import onnx_graphs
+    from gbr.core.onnx_graphs import GRAPHS_ENV
 
     monkeypatch.setenv("GBR_HOME", str(tmp_path / "home"))
     monkeypatch.delenv(GRAPHS_ENV, raising=False)
