@@ -490,18 +490,8 @@ class Searcher:
             raise ConfigError("the query is empty; pass some words or an identifier")
         # Parts of split nodes collapse into one hit, so ask for more than k.
         depth = max(self.fusion.depth, k * 3, self.ranking.pool)
-        ahead = self._second_ahead(query) if mode == "hybrid" else None
         retrieval = self.retrieve(query, mode, where, depth=depth)
-        return self.finish(query, retrieval, k, where, learned=mode == "hybrid", ahead=ahead)
-
-    def _second_ahead(self, query: str) -> futures.Future[np.ndarray] | None:
-        """The second model's query vector, started on a worker while the first stage runs:
-        its 4-5 ms then overlap BM25 rather than follow the fusion (warm hybrid p50 at 100k
-        chunks 23.3 -> ... ms). Only for a question in words, which the stage may re-score."""
-        second = self.ranking.second
-        if second is None or second.failed is not None or looks_like_code(query):
-            return None
-        return _workers().submit(second.query_vector, query)
+        return self.finish(query, retrieval, k, where, learned=mode == "hybrid")
 
     def finish(
         self,
@@ -511,14 +501,12 @@ class Searcher:
         where: SearchFilter = NO_FILTER,
         learned: bool = True,
         second_query: str | None = None,
-        ahead: futures.Future[np.ndarray] | None = None,
     ) -> list[Hit]:
         """The ranking stage: priors on the fused scores, one hit per node, then the learned
         ranker and the second opinion over the top `pool` (when `learned` and configured);
         k hits. `second_query` is what the second model reads when the words retrieved with
         differ from the question (a chat's follow-up, rewritten); "" skips the second opinion
-        (a follow-up joined to its turn: two questions in one, which the model blurs).
-        `ahead` is the second model's vector of `query`, already under way."""
+        (a follow-up joined to its turn: two questions in one, which the model blurs)."""
         ranker = self.ranking.ranker if learned else None
         second = self.ranking.second if learned and second_query != "" else None
         size = max(k, self.ranking.pool)
@@ -534,9 +522,7 @@ class Searcher:
             found = reordered + found[len(pool) :]
         if second is None or not _worth_a_second(query, [hit for hit, _, _ in found[:size]]):
             return [replace(hit, rank=n) for n, hit in enumerate(self._wholes(found[:k]), start=1)]
-        if second_query:
-            ahead = None  # it embeds the question asked, not the rewrite
-        hits = second.rerank(second_query or query, self._wholes(found[:size]), ahead)
+        hits = second.rerank(second_query or query, self._wholes(found[:size]))
         return [replace(hit, rank=n) for n, hit in enumerate(hits[:k], start=1)]
 
     def candidates(

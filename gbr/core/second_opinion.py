@@ -25,7 +25,6 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,19 +104,17 @@ class SecondOpinion:
         self._lock = threading.Lock()
         self.failed: str | None = None
 
-    def rerank(
-        self, query: str, hits: Sequence[Hit], ahead: Future[np.ndarray] | None = None
-    ) -> list[Hit]:
+    def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
         """The hits in the mixed order, each with its mixed score; the input order when
-        the model cannot run (one warning event, then the stage is off for this process).
-
-        `ahead` is `query_vector(query)` started while the first stage ran (see
-        `Searcher.search`): the query's own embedding then costs no time of its own."""
+        the model cannot run (one warning event, then the stage is off for this process)."""
         if len(hits) < 2 or self.failed is not None:
             return list(hits)
         try:
-            wanted = ahead.result() if ahead is not None else self.query_vector(query)
-            cosines = self.vectors([hit_text(h) for h in hits]) @ wanted
+            model = self._loaded()
+            cosines = (
+                self.vectors([hit_text(h) for h in hits])
+                @ model.embed_batch([QUERY_INSTRUCTION + query])[0]
+            )
         except Exception as exc:  # a quality stage: a broken model never fails a search
             self.failed = f"{type(exc).__name__}: {exc}"
             log().warning("second_opinion_failed", reason=self.failed)
@@ -125,10 +122,6 @@ class SecondOpinion:
         scores = mixed(np.array([h.score for h in hits], dtype=np.float64), cosines, self.weight)
         order = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable on ties
         return [replace(hits[i], score=float(scores[i])) for i in order]
-
-    def query_vector(self, query: str) -> np.ndarray:
-        vector: np.ndarray = self._loaded().embed_batch([QUERY_INSTRUCTION + query])[0]
-        return vector
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         """The second model's vectors for `texts`: memo, then shared cache, then the model."""

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 
@@ -169,29 +168,3 @@ def test_the_cli_searches_with_it_and_caches_its_vectors_and_not_without_it(
     on = search("on")
     assert on and rows() > indexed  # the hits' second-model vectors, kept for next time
     assert all(0.0 <= float(h["score"]) <= 1.0 for h in on)  # mixed scores, scaled
-
-
-def test_the_query_vector_started_ahead_ranks_as_one_made_at_the_end(
-    small_example: Path, model: OnnxEmbedder, tmp_path: Path
-) -> None:
-    """`search` starts the second model's query vector beside the first stage; `finish`
-    without it embeds the query itself. Same hits, same scores; a failed vector leaves the
-    first order."""
-    db = tmp_path / "i.duckdb"
-    run_index(IndexOptions(root=small_example, db=db), model)
-    with Store.open(db, read_only=True) as store:
-        searcher = Searcher(store, model, ranking=Ranking.default({}))
-        for query in ("check that an ISBN is valid", "how do I lend a book to a member"):
-            ahead = searcher.search(query, k=10)
-            depth = max(searcher.fusion.depth, 30, searcher.ranking.pool)
-            retrieval = searcher.retrieve(query, "hybrid", depth=depth)
-            at_the_end = searcher.finish(query, retrieval, 10)
-            assert [(h.name, h.path) for h in ahead] == [(h.name, h.path) for h in at_the_end]
-            assert np.allclose([h.score for h in ahead], [h.score for h in at_the_end])
-
-        second = searcher.ranking.second
-        assert second is not None
-        failed: Future[np.ndarray] = Future()
-        failed.set_exception(RuntimeError("no session"))
-        assert second.rerank("radius and angle", POLAR, failed) == POLAR
-        assert second.failed == "RuntimeError: no session"
