@@ -612,7 +612,37 @@ def devcorpus_variants() -> list[Variant]:
     ]
     for text in ("doc2", "name5", "no-module", "no-body", "prose-weighted", "prose-doc2"):
         out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))
-    return out + retrieval2_variants()
+    return out + retrieval2_variants() + second_opinion_variants()
+
+
+def second_opinion_variants() -> list[Variant]:
+    """Round five of issue 10: the second opinion's weight and pool, read per kind of
+    question. They share one embed cache (in the temp folder), so the second model embeds
+    each candidate once for all of them."""
+    import tempfile
+
+    from gbr.core.embed_cache import CacheConfig
+    from gbr.core.second_opinion import SecondOpinion, second_model_files
+
+    files = second_model_files({})
+    if files is None:
+        return []
+    cache = CacheConfig(Path(tempfile.gettempdir()) / "gbr-eval-second-opinion.sqlite")
+    shipped = Ranking.default()
+
+    def stage(weight: float) -> SecondOpinion:
+        return SecondOpinion(files, cache=cache, weight=weight)  # type: ignore[arg-type]
+
+    return [
+        *[
+            Variant(f"so-w{w}", "hybrid", ranking=replace(shipped, second=stage(w)))
+            for w in (0.3, 0.5, 0.7, 0.85)
+        ],
+        *[
+            Variant(f"so-pool{n}", "hybrid", ranking=replace(shipped, pool=n, second=stage(0.5)))
+            for n in (15, 50)
+        ],
+    ]
 
 
 def retrieval2_variants() -> list[Variant]:

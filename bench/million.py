@@ -315,9 +315,26 @@ def pick_queries(n: int) -> list[str]:
     return mixed[:n]
 
 
+# Calls gleambrctl's app with the arguments given, as a library caller does: the console
+# script reading sys.argv ends a `search` with os._exit, before `python -m cProfile` could
+# write its stats.
+_PROFILED = """
+import cProfile, sys
+from gbr.cli import app
+profile, code = cProfile.Profile(), 0
+try:
+    profile.runcall(app, args=sys.argv[2:])
+except SystemExit as done:
+    code = done.code
+finally:
+    profile.dump_stats(sys.argv[1])
+sys.exit(code)
+"""
+
+
 def profiled(cmd: list[str], profile: Path | None) -> list[str]:
     """`cmd` (a gleambrctl command line) under cProfile, its stats dumped to `profile`."""
-    return cmd if profile is None else [sys.executable, "-m", "cProfile", "-o", str(profile), *cmd]
+    return cmd if profile is None else [sys.executable, "-c", _PROFILED, str(profile), *cmd[1:]]
 
 
 def cold_search(

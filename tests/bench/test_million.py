@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -121,3 +122,18 @@ def test_bad_sizes_exit_2(bench: ModuleType, args: list[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         bench.parse_args(args)
     assert exit_info.value.code == 2
+
+
+def test_a_profiled_cold_search_leaves_its_profile_and_its_hits(
+    bench: ModuleType, small_example: Path, model: Any, tmp_path: Path
+) -> None:
+    """The console script ends a search with os._exit, which `python -m cProfile` never
+    survived to write its stats; the bench's own runner calls the app as a library does."""
+    from gbr.actors.pipeline import IndexOptions, run_index
+
+    db = tmp_path / "index.duckdb"
+    run_index(IndexOptions(root=small_example, db=db), model)
+    profile = tmp_path / "search.prof"
+    out = bench.cold_search("validate_isbn13", db, dict(os.environ), profile)
+    assert profile.is_file()
+    assert out["hits"] and out["phases"]
