@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -36,7 +38,7 @@ from gbr.core.fulltext import FtsConfig  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
 from gbr.core.priors import Priors  # noqa: E402
 from gbr.core.ranker import load_ranker  # noqa: E402
-from gbr.core.records import Chunk  # noqa: E402
+from gbr.core.records import Chunk, Hit  # noqa: E402
 from gbr.core.rerank import Reranker, load_reranker  # noqa: E402
 from gbr.core.search import NO_RANKING, Fusion, Mode, Ranking, Searcher  # noqa: E402
 from gbr.core.store import Store  # noqa: E402
@@ -621,8 +623,15 @@ def second_opinion_variants() -> list[Variant]:
     each candidate once for all of them."""
     import tempfile
 
+    from gbr.core.chunk_text import doc_prose, without_doc_lines
     from gbr.core.embed_cache import CacheConfig
-    from gbr.core.second_opinion import SecondOpinion, second_model_files
+    from gbr.core.second_opinion import (
+        SecondOpinion,
+        hit_text,
+        min_max,
+        mixed,
+        second_model_files,
+    )
 
     files = second_model_files({})
     if files is None:
@@ -630,8 +639,46 @@ def second_opinion_variants() -> list[Variant]:
     cache = CacheConfig(Path(tempfile.gettempdir()) / "gbr-eval-second-opinion.sqlite")
     shipped = Ranking.default()
 
-    def stage(weight: float) -> SecondOpinion:
-        return SecondOpinion(files, cache=cache, weight=weight)  # type: ignore[arg-type]
+    def stage(
+        weight: float, reads: Callable[[Hit], str] = hit_text, mix: Any = mixed
+    ) -> SecondOpinion:
+        return SecondOpinion(files, cache=cache, weight=weight, reads=reads, mix=mix)  # type: ignore[arg-type]
+
+    def gated(margin: float) -> Any:
+        """The first order stands when its top hit leads the next by `margin` (scaled)."""
+
+        def mix(first: np.ndarray, cosines: np.ndarray, weight: float) -> np.ndarray:
+            scaled = min_max(first)
+            top = np.sort(scaled)[::-1]
+            return (
+                scaled
+                if len(top) > 1 and top[0] - top[1] >= margin
+                else mixed(first, cosines, weight)
+            )
+
+        return mix
+
+    def z_mix(first: np.ndarray, cosines: np.ndarray, weight: float) -> np.ndarray:
+        def z(v: np.ndarray) -> np.ndarray:
+            return (v - v.mean()) / v.std() if v.std() > 0 else np.zeros_like(v)
+
+        return (1 - weight) * z(first) + weight * z(cosines)
+
+    def words(name: str) -> str:
+        return name.replace("_", " ")
+
+    readings: dict[str, Callable[[Hit], str]] = {
+        # the doc's prose whole (examples and tags out), then the code without `///` lines
+        "prose": lambda h: (
+            f"{h.module} {h.kind} {h.name}: {h.signature}\n{doc_prose(h.doc)}\n"
+            f"{without_doc_lines(h.text)}"
+        ),
+        # name, signature and doc: no body
+        "head": lambda h: f"{words(h.name)}: {h.signature}\n{doc_prose(h.doc)}",
+        # the name in words first, as a sentence would say it, then today's reading
+        "words": lambda h: f"{words(h.name)}\n{hit_text(h)}",
+        "code": lambda h: h.text,
+    }
 
     return [
         *[
@@ -642,6 +689,17 @@ def second_opinion_variants() -> list[Variant]:
             Variant(f"so-pool{n}", "hybrid", ranking=replace(shipped, pool=n, second=stage(0.5)))
             for n in (15, 50)
         ],
+        *[
+            Variant(f"so-reads-{name}", "hybrid", ranking=replace(shipped, second=stage(0.5, r)))
+            for name, r in readings.items()
+        ],
+        *[
+            Variant(
+                f"so-gate{g}", "hybrid", ranking=replace(shipped, second=stage(0.5, mix=gated(g)))
+            )
+            for g in (0.15, 0.3, 0.5)
+        ],
+        Variant("so-z", "hybrid", ranking=replace(shipped, second=stage(0.5, mix=z_mix))),
     ]
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,12 +89,17 @@ class SecondOpinion:
         cache: CacheConfig | None = None,
         weight: float = WEIGHT,
         env: Mapping[str, str] | None = None,
+        reads: Callable[[Hit], str] = hit_text,
+        mix: Callable[[np.ndarray, np.ndarray, float], np.ndarray] = mixed,
     ) -> None:
         """`env`, when given, names the shared cache (if `cache` does not) and where the
         model's optimised graph is kept, both read at the first query that needs them: a
-        BM25 search never loads SQLite."""
+        BM25 search never loads SQLite. `reads` (what the model reads of a hit) and `mix` (how
+        both lists' scores make one) have other choices measured in bench/eval.py."""
         self.files = files
         self.weight = weight
+        self.reads = reads
+        self.mix = mix
         self._cache_config = cache
         self._env = env
         self._resolved = False
@@ -112,14 +117,14 @@ class SecondOpinion:
         try:
             model = self._loaded()
             cosines = (
-                self.vectors([hit_text(h) for h in hits])
+                self.vectors([self.reads(h) for h in hits])
                 @ model.embed_batch([QUERY_INSTRUCTION + query])[0]
             )
         except Exception as exc:  # a quality stage: a broken model never fails a search
             self.failed = f"{type(exc).__name__}: {exc}"
             log().warning("second_opinion_failed", reason=self.failed)
             return list(hits)
-        scores = mixed(np.array([h.score for h in hits], dtype=np.float64), cosines, self.weight)
+        scores = self.mix(np.array([h.score for h in hits], dtype=np.float64), cosines, self.weight)
         order = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable on ties
         return [replace(hits[i], score=float(scores[i])) for i in order]
 

@@ -168,3 +168,24 @@ def test_the_cli_searches_with_it_and_caches_its_vectors_and_not_without_it(
     on = search("on")
     assert on and rows() > indexed  # the hits' second-model vectors, kept for next time
     assert all(0.0 <= float(h["score"]) <= 1.0 for h in on)  # mixed scores, scaled
+
+
+def test_what_it_reads_and_how_it_mixes_can_be_chosen() -> None:
+    """bench/eval.py measures other readings and mixes through these two arguments."""
+    files = second_model_files({})
+    assert files is not None
+    read: list[str] = []
+
+    def names(hit: Hit) -> str:
+        read.append(hit.name)
+        return hit.name.replace("_", " ")
+
+    stage = SecondOpinion(files, reads=names, mix=lambda first, cosines, weight: -first)
+    out = stage.rerank("radius and angle", POLAR)
+    assert read == [h.name for h in POLAR]
+    assert [h.name for h in out] == [
+        "degrees_to_radians",
+        "polar_to_cartesian",
+        "cartesian_to_polar",
+    ]
+    assert [h.score for h in out] == [-0.2, -1.0, -1.0]
