@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -209,3 +209,24 @@ def default_second_opinion(env: Mapping[str, str]) -> SecondOpinion | None:
     it off, its vectors shared through the embed cache `env` names (if any)."""
     files = second_model_files(env)
     return None if files is None else SecondOpinion(files, env=env)
+
+
+FILL_BATCH = 8  # texts per model call while filling: a search that arrives waits for one
+
+
+def fill(
+    second: SecondOpinion, pages: Iterable[Sequence[Hit]], keep_going: Callable[[], bool]
+) -> int | None:
+    """Make the second model's vectors of every hit in `pages` (memo and shared cache),
+    FILL_BATCH at a time while `keep_going()`; how many hits were read, or None when it
+    stopped early. Cached texts cost a lookup, so a fill after a change embeds only what
+    changed."""
+    read = 0
+    for page in pages:
+        for start in range(0, len(page), FILL_BATCH):
+            if not keep_going():
+                return None
+            batch = page[start : start + FILL_BATCH]
+            second.vectors([second.reads(h) for h in batch])
+            read += len(batch)
+    return read

@@ -60,6 +60,7 @@ from gbr.core.search import Filter, Mode, Ranking, Searcher
 from gbr.core.sizes import DEFAULT_MAX_BYTES
 from gbr.core.store import Store, ThreadLocalStore, status_report
 from gbr.core.telemetry import log
+from gbr.daemon.filler import Filler, quiet_seconds
 from gbr.daemon.metrics import Metrics
 from gbr.daemon.oracles import NO_LLM, OracleKey, Oracles, close_provider
 from gbr.daemon.reporting import degraded, describe_metrics, printable
@@ -135,6 +136,7 @@ class Daemon:
         self._waiting: set[Future[IndexSummary]] = set()
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
         self._answering_lock = threading.Lock()
+        self.filler: Filler | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -165,11 +167,16 @@ class Daemon:
         self.indexer = start_indexer(
             self.supervisor, self._run, self.config.faults, self._cancel, self._index_report
         )
+        quiet = quiet_seconds(self.config.env)
+        if quiet is not None and self.searcher.ranking.second is not None:
+            self.filler = Filler(self._current_searcher, quiet, self._cancel, self._busy)
 
     def start_watching(self) -> None:
         """Watch first, then catch up: a change made during the first pass is not missed."""
         assert self.indexer is not None
         self.watcher.start()
+        if self.filler is not None:
+            self.filler.start()
         self.indexer.tell(IndexEverything("startup: catch up with changes made while stopped"))
 
     def begin_shutdown(self) -> None:
@@ -194,6 +201,8 @@ class Daemon:
         """Stop the actors (after the pass in progress), checkpoint, close the index."""
         self.begin_shutdown()
         self.supervisor.stop_all(timeout=120)
+        if self.filler is not None:
+            self.filler.join(timeout=10)  # between two batches once it sees the stop
         self.oracles.close()
         if self.searcher is not None:
             self.searcher.close()  # its background reads end before the store closes
@@ -266,6 +275,8 @@ class Daemon:
         assert self.searcher is not None
         self._reload_wanted.clear()
         self.searcher.reload()
+        if self.filler is not None:
+            self.filler.pass_done()
         elapsed = time.monotonic() - started
         self._record_run(kind, summary, elapsed)
         if seen_at is not None:
@@ -289,7 +300,17 @@ class Daemon:
         """
         self._reload_wanted.set()
 
+    def _busy(self) -> bool:
+        """A pass is running, or the first one has not finished."""
+        return self.indexing is not None or not self.first_pass.is_set()
+
     def _searcher(self) -> Searcher:
+        """The searcher for a request (which puts off the second opinion's fill)."""
+        if self.filler is not None:
+            self.filler.requested()
+        return self._current_searcher()
+
+    def _current_searcher(self) -> Searcher:
         """The searcher, its vectors reloaded first when a pass in progress asked for it."""
         assert self.searcher is not None
         if self._reload_wanted.is_set():
