@@ -618,9 +618,9 @@ def devcorpus_variants() -> list[Variant]:
 
 
 def second_opinion_variants() -> list[Variant]:
-    """Round five of issue 10: the second opinion's weight and pool, read per kind of
-    question. They share one embed cache (in the temp folder), so the second model embeds
-    each candidate once for all of them."""
+    """Round five of issue 10: the second opinion's weight, pool, what it reads of a hit and
+    how it mixes the scores, read per kind of question. They share one embed cache (in the
+    temp folder), so the second model embeds each text once for all of them."""
     import tempfile
 
     from gbr.core.chunk_text import doc_prose, without_doc_lines

@@ -347,6 +347,8 @@ def same_ranking(db: Path, model: Any, queries: list[str], k: int) -> dict[str, 
         jittery: set[str] = set()
 
         def jitters(q: str) -> bool:
+            if q in jittery:  # already shown: no need to rerun BM25 five times
+                return True
             runs = {tuple(store.bm25(code_words(q), depth)) for _ in range(5)}
             if len(runs) > 1:
                 jittery.add(q)

@@ -71,7 +71,7 @@ class Filler:
         self._last_request = time.monotonic()
         self._passes = 0
         self._done_for = -1  # the pass count the last complete fill saw
-        self.filled = threading.Event()  # set after each complete fill (for tests, status)
+        self.filled = threading.Event()  # set after each complete fill; tests wait on it
         self._thread = threading.Thread(target=self._loop, name="gbr-second-fill", daemon=True)
 
     def start(self) -> None:
