@@ -62,6 +62,7 @@ def onnx_session(
     providers: Sequence[str] = ("CPUExecutionProvider",),
     graphs: Path | None = None,
     prepack: bool = True,
+    int8_matmul: bool = False,
 ) -> ort.InferenceSession:
     """A CPU session as every model here runs: all cores for one op, fully optimised, and
     idle threads that sleep instead of spin-waiting.
@@ -73,6 +74,8 @@ def onnx_session(
 
     `graphs`: a folder where the optimised graph is kept between processes, so that the
     next session skips optimising it (gbr.core.onnx_graphs); CPU sessions only.
+
+    `int8_matmul`: the model's int8 weights are multiplied in int8 (gbr.core.int8_matmul).
 
     `prepack=False` for a process that embeds a query or two and exits: onnxruntime then
     leaves the weights as they are instead of repacking all 90 MB of them for its matrix
@@ -94,11 +97,13 @@ def onnx_session(
         return made
 
     if graphs is not None and list(providers) == ["CPUExecutionProvider"]:
-        kept = onnx_graphs.session(path, graphs, options)
+        kept = onnx_graphs.session(path, graphs, options, int8_matmul)
         if kept is not None:
             return kept
     try:
-        return ort.InferenceSession(str(path), options(), providers=list(providers))
+        return ort.InferenceSession(
+            onnx_graphs.source(path, int8_matmul), options(), providers=list(providers)
+        )
     except Exception as exc:
         raise ConfigError(f"cannot load ONNX model {path}: {exc}") from exc
 
@@ -119,8 +124,10 @@ class OnnxEmbedder:
         pooling: str = "mean",
     ) -> None:
         """`graphs`: where optimised ONNX graphs are kept between runs (None: not kept);
+            `int8_matmul`: the model's int8 weights are multiplied in int8 (gbr.core.int8_matmul).
+
         `prepack=False` for a process that embeds only a query or two (onnx_session).
-        `pooling`: `mean` over the tokens (MiniLM) or the first token's state, `cls` (bge)."""
+            `pooling`: `mean` over the tokens (MiniLM) or the first token's state, `cls` (bge)."""
         from tokenizers import Tokenizer
 
         self.model_id = files.model_id
@@ -129,7 +136,9 @@ class OnnxEmbedder:
         # Small batches are faster here: 1024 padded tokens per ONNX run embedded 88 texts/s
         # against 73 for 32 x up-to-256 (2 cores, bench/out micro-run), and peak RSS fell
         # from 1.2 GB to 0.5 GB because onnxruntime's arena grows with the batch shape.
-        self._session, self.device = _device_session(files.onnx, device, threads, graphs, prepack)
+        self._session, self.device = _device_session(
+            files.onnx, device, threads, graphs, prepack, files.int8_matmul
+        )
         tokens, texts = DEVICE_BATCHES[self.device]
         self.batch_tokens = batch_tokens or tokens
         self.max_batch = max_batch or texts
@@ -214,7 +223,12 @@ class OnnxEmbedder:
 
 
 def _device_session(
-    path: Path, asked: str, threads: int | None, graphs: Path | None = None, prepack: bool = True
+    path: Path,
+    asked: str,
+    threads: int | None,
+    graphs: Path | None = None,
+    prepack: bool = True,
+    int8_matmul: bool = False,
 ) -> tuple[ort.InferenceSession, str]:
     """A session on the device asked for when it can be had, else on the CPU (gbr.core.device).
 
@@ -226,7 +240,7 @@ def _device_session(
     choice = choose_device(asked, ort.get_available_providers())
     if choice.device == "cuda":
         try:
-            session = onnx_session(path, threads, choice.providers)
+            session = onnx_session(path, threads, choice.providers, int8_matmul=int8_matmul)
         except ConfigError as exc:
             choice = fallback(choice, f"CUDA provider could not start ({exc})")
         else:
@@ -237,7 +251,8 @@ def _device_session(
             announce(fallback(choice, "CUDA provider found no usable GPU"), warning_line, log_info)
             return session, "cpu"
     announce(choice, warning_line, log_info)
-    return onnx_session(path, threads, graphs=graphs, prepack=prepack), "cpu"
+    session = onnx_session(path, threads, graphs=graphs, prepack=prepack, int8_matmul=int8_matmul)
+    return session, "cpu"
 
 
 def length_batches(lengths: Sequence[int], batch_tokens: int, max_batch: int) -> list[list[int]]:

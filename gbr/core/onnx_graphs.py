@@ -60,12 +60,16 @@ def kept_folder(env: Mapping[str, str]) -> Path | None:
     return None if home is None else home / "onnx"
 
 
-def graph_path(folder: Path, model: Path) -> Path:
+def graph_path(folder: Path, model: Path, int8_matmul: bool = False) -> Path:
     """The folder where the optimised graph of `model` is kept, for this onnxruntime."""
     import onnxruntime as ort
 
     stat = model.stat()
     version = f"{ort.__version__}|{stat.st_size}|{stat.st_mtime_ns}|extended|data"
+    if int8_matmul:  # the rewrite's ranges are part of the graph
+        from gbr.core.int8_matmul import RANGES_FILE
+
+        version += f"|int8-matmul|{hashlib.sha256(RANGES_FILE.read_bytes()).hexdigest()}"
     return folder / f"{_family(model)}-{hashlib.sha256(version.encode()).hexdigest()[:12]}"
 
 
@@ -75,13 +79,25 @@ def _family(model: Path) -> str:
     return f"{model.stem}-{where}"
 
 
-def session(model: Path, folder: Path, options: Options) -> ort.InferenceSession | None:
+def source(model: Path, int8_matmul: bool) -> str | bytes:
+    """What a session is made from: the model's path, or the model rewritten to multiply its
+    int8 weights in int8 (gbr.core.int8_matmul)."""
+    if not int8_matmul:
+        return str(model)
+    from gbr.core.int8_matmul import int8_model_bytes
+
+    return int8_model_bytes(str(model))
+
+
+def session(
+    model: Path, folder: Path, options: Options, int8_matmul: bool = False
+) -> ort.InferenceSession | None:
     """A CPU session for `model` from its kept graph, saving the graph first if need be;
     None when neither works (the caller then optimises as usual)."""
     import onnxruntime as ort
 
     try:
-        kept = graph_path(folder, model)
+        kept = graph_path(folder, model, int8_matmul)
     except OSError:
         return None
     if (kept / GRAPH).is_file():
@@ -94,10 +110,12 @@ def session(model: Path, folder: Path, options: Options) -> ort.InferenceSession
             _remove(kept)
     elif kept.exists():  # not a graph folder (a damaged one, or a stray file): made again
         _remove(kept)
-    return _save(model, kept, options)
+    return _save(model, kept, options, int8_matmul)
 
 
-def _save(model: Path, kept: Path, options: Options) -> ort.InferenceSession | None:
+def _save(
+    model: Path, kept: Path, options: Options, int8_matmul: bool
+) -> ort.InferenceSession | None:
     import onnxruntime as ort
 
     # The leading dot keeps a folder being filled out of the `<family>-*` clean-up below.
@@ -116,7 +134,9 @@ def _save(model: Path, kept: Path, options: Options) -> ort.InferenceSession | N
         "session.optimized_model_external_initializers_min_size_in_bytes", "1024"
     )
     try:
-        made = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
+        made = ort.InferenceSession(
+            source(model, int8_matmul), opts, providers=["CPUExecutionProvider"]
+        )
     except Exception as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         log().info("onnx_graph_not_kept", folder=str(kept.parent), error=str(exc)[:200])

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from gbr.core.model_files import DEFAULT_MODEL_ID
 from tests.conftest import CTL, EXAMPLE
 
 
@@ -118,7 +119,7 @@ def test_status_lists_counts_model_and_dropped_files(indexed: tuple[Path, dict])
     data = run_json("status", cwd=root)
     assert data["files_ok"] == 15 and data["files_partial"] == 1 and data["files_failed"] == 0
     assert data["chunks"] == summary["chunks"]
-    assert data["model_id"] == "all-MiniLM-L6-v2-onnx-int8"
+    assert data["model_id"] == DEFAULT_MODEL_ID
     assert data["db_bytes"] > 0
     assert data["partial"][0]["path"] == "src/bookshelf/broken.gleam"
     assert "line" in data["partial"][0]["error"]

@@ -31,7 +31,7 @@ def test_a_kept_graph_gives_the_same_vectors_bit_for_bit(
     folder = tmp_path / "onnx"
     want = model.embed_batch(TEXTS)
     first = OnnxEmbedder(files, graphs=folder)  # optimises, and keeps the graph
-    kept = onnx_graphs.graph_path(folder, files.onnx)
+    kept = onnx_graphs.graph_path(folder, files.onnx, files.int8_matmul)
     assert (kept / onnx_graphs.GRAPH).is_file()
     # The weights sit in the data file, which is mapped, not parsed from the graph.
     assert (kept / onnx_graphs.DATA).stat().st_size > 10 * (kept / onnx_graphs.GRAPH).stat().st_size
@@ -59,7 +59,7 @@ def test_a_damaged_kept_graph_is_made_again(tmp_path: Path, model: OnnxEmbedder)
     files = resolve_model_files()
     folder = tmp_path / "onnx"
     folder.mkdir()
-    kept = onnx_graphs.graph_path(folder, files.onnx)
+    kept = onnx_graphs.graph_path(folder, files.onnx, files.int8_matmul)
     kept.mkdir()
     (kept / onnx_graphs.GRAPH).write_bytes(b"not a graph")
     embedder = OnnxEmbedder(files, graphs=folder)
@@ -76,7 +76,7 @@ def test_a_kept_graph_missing_its_weights_is_made_again(
     files = resolve_model_files()
     folder = tmp_path / "onnx"
     OnnxEmbedder(files, graphs=folder)
-    kept = onnx_graphs.graph_path(folder, files.onnx)
+    kept = onnx_graphs.graph_path(folder, files.onnx, files.int8_matmul)
     data = kept / onnx_graphs.DATA
     if damage == "truncated data":
         with data.open("r+b") as f:
@@ -114,7 +114,7 @@ def test_two_processes_saving_at_once_both_search_and_one_graph_stays(
     want = model.embed_batch(TEXTS)
     for i in range(2):
         np.testing.assert_array_equal(np.load(tmp_path / f"{i}.npy"), want)
-    kept = onnx_graphs.graph_path(folder, files.onnx)
+    kept = onnx_graphs.graph_path(folder, files.onnx, files.int8_matmul)
     assert [p.name for p in folder.iterdir()] == [kept.name]
     loaded = OnnxEmbedder(files, graphs=folder)
     np.testing.assert_array_equal(loaded.embed_batch(TEXTS), want)
@@ -133,7 +133,7 @@ def test_an_older_graph_of_the_same_model_is_removed(tmp_path: Path) -> None:
     files = resolve_model_files()
     folder = tmp_path / "onnx"
     folder.mkdir()
-    kept = onnx_graphs.graph_path(folder, files.onnx)
+    kept = onnx_graphs.graph_path(folder, files.onnx, files.int8_matmul)
     family = kept.name.rsplit("-", 1)[0]
     single_file = folder / f"{family}-000000000000.onnx"  # as graphs were kept before
     older = folder / f"{family}-111111111111"

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from gbr.core.model_files import DEFAULT_MODEL_ID
 from tests.daemon.conftest import (
     CTL,
     HIT_KEYS,
@@ -57,7 +58,7 @@ def test_status_is_the_cli_status_plus_daemon_fields(daemon: RunningDaemon) -> N
     status = daemon.status()
     assert status["files_ok"] == 5 and status["chunks"] > 50
     assert status["db"] == str(daemon.db) and status["root"] == str(daemon.root)
-    assert status["model_id"] == "all-MiniLM-L6-v2-onnx-int8"
+    assert status["model_id"] == DEFAULT_MODEL_ID
     assert status["pid"] == daemon.info.pid and status["port"] == daemon.info.port
     assert status["watcher"] == "watching" and status["ready"] is True
     assert status["restarts"] == 0 and status["queue_depth"] == 0
