@@ -22,6 +22,7 @@ from gbr.commands.options import (
     DebugOption,
     JsonOption,
 )
+from gbr.core.model_files import DEFAULT_FAMILY, DEFAULT_MODEL_ID
 
 if TYPE_CHECKING:
     from gbr.core.embed_cache import CacheConfig
@@ -48,6 +49,7 @@ def status(
             if holder is not None and holder[1] == "index":
                 report["index_run_pid"] = holder[0]  # the figures are of the last complete run
         report["settings"] = config.settings.as_dict()
+        report["model_outdated"] = outdated_default_model(report.get("model_id"))
         report["embed_cache"] = _cache_report(config.embed_cache, report.get("last_run"))
         if json_out:
             from gbr.commands.output import stamped
@@ -77,6 +79,12 @@ def status(
             f"{report.get('files_partial', 0)} partial; "
             f"chunks {report['chunks']} ({report['stale_chunks']} stale)"
         )
+        if report["model_outdated"]:
+            out.print(
+                "[yellow]embedded by an older gbr's default model[/yellow]: searches still "
+                f"work; `gleambrctl index {escape(str(report['root']))}` re-embeds it once "
+                f"with {DEFAULT_MODEL_ID}"
+            )
         if note := embedding_note(report.get("embedded"), db_path, None if here else "daemon"):
             out.print(note)
         if report["settings"]:
@@ -99,6 +107,15 @@ def status(
             out.print(
                 f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
+
+
+def outdated_default_model(model_id: object) -> bool:
+    """Whether the index was embedded by an earlier default model (gbr's own, not a
+    `--model-dir` one): the next `index` re-embeds it, and until then its vectors are a
+    near match of the query's rather than the same model's."""
+    if not isinstance(model_id, str) or model_id == DEFAULT_MODEL_ID:
+        return False
+    return model_id.startswith(DEFAULT_FAMILY)
 
 
 def _cache_report(cache: CacheConfig | None, last_run: dict[str, Any] | None) -> dict[str, Any]:

@@ -124,10 +124,9 @@ class OnnxEmbedder:
         pooling: str = "mean",
     ) -> None:
         """`graphs`: where optimised ONNX graphs are kept between runs (None: not kept);
-            `int8_matmul`: the model's int8 weights are multiplied in int8 (gbr.core.int8_matmul).
-
         `prepack=False` for a process that embeds only a query or two (onnx_session).
-            `pooling`: `mean` over the tokens (MiniLM) or the first token's state, `cls` (bge)."""
+        `pooling`: `mean` over the tokens (MiniLM) or the first token's state, `cls` (bge).
+        Whether the int8 weights are multiplied in int8 is the model's (`files.int8_matmul`)."""
         from tokenizers import Tokenizer
 
         self.model_id = files.model_id

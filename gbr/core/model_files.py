@@ -16,6 +16,8 @@ from gbr.core.errors import ConfigError
 # the vectors a little, so indexes made before that are re-embedded once. A new calibration
 # of its ranges (bench/calibrate_int8.py) needs a new id too.
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-i8mm"
+# Every id the default model has had starts so (`status` names an index of an older one).
+DEFAULT_FAMILY = "all-MiniLM-L6-v2-onnx-int8"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,10 +6,11 @@ saves its optimised graph under the folder it is given (`$GBR_HOME/onnx/` from t
 line), and later sessions load that graph with optimisation off, with the same vectors bit
 for bit (tests/core/test_onnx_graphs.py).
 
-The optimised graph of the default int8 model holds its weights as float32 (90 MB, four
-times the model file), and reading them from inside the protobuf cost more than half of a
-kept session's creation. So the weights are kept in a data file beside the graph, which
-onnxruntime maps instead of parsing: a session in 45-65 ms instead of 135-290 ms, and
+The optimised graph of the default int8 model held its weights as float32 (90 MB, four
+times the model file; 55 MB since gbr.core.int8_matmul keeps the products' weights int8,
+most of it the word-embedding table), and reading them from inside the protobuf cost more
+than half of a kept session's creation. So the weights are kept in a data file beside the
+graph, which onnxruntime maps instead of parsing: a session in 45-65 ms instead of 135-290 ms, and
 80 MB less resident (2 cores, one sitting).
 
 The saved graph is optimised at the `extended` level, whose output does not depend on the

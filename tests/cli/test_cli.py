@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gbr.core.model_files import DEFAULT_MODEL_ID
+from gbr.core.store import Store
 from tests.conftest import CTL, EXAMPLE
 
 
@@ -126,6 +127,26 @@ def test_status_lists_counts_model_and_dropped_files(indexed: tuple[Path, dict])
     assert data["last_run"]["files_indexed"] == 16
     human = run("status", cwd=root)
     assert "partial src/bookshelf/broken.gleam" in human.stdout
+
+
+def test_status_names_an_index_embedded_by_an_older_default_model(small_example: Path) -> None:
+    assert run("index", str(small_example)).returncode == 0
+    assert run_json("status", cwd=small_example)["model_outdated"] is False
+    db = small_example / ".gbr" / "index.duckdb"
+    with Store.open(db) as store:  # as gbr before the int8 products left it
+        store.set_meta(model_id="all-MiniLM-L6-v2-onnx-int8")
+    assert run_json("status", cwd=small_example)["model_outdated"] is True
+    human = run("status", cwd=small_example).stdout
+    assert "embedded by an older gbr's default model" in human
+    assert f"re-embeds it once with {DEFAULT_MODEL_ID}" in human
+    hits = run_json("search", "parse an isbn", "-k", "1", cwd=small_example)["results"]
+    assert hits, "an index of the older model still answers"
+    again = run("index", str(small_example), "--json")
+    assert "model id changed" in json.loads(again.stdout)["reindex_reason"]
+    assert run_json("status", cwd=small_example)["model_outdated"] is False
+    with Store.open(db) as store:  # a model of the user's own is never called outdated
+        store.set_meta(model_id="custom:model/model.onnx:0123456789abcdef")
+    assert run_json("status", cwd=small_example)["model_outdated"] is False
 
 
 def test_search_without_an_index_says_how_to_make_one(tmp_path: Path) -> None:
