@@ -60,6 +60,10 @@ def _wal(db: Path) -> Path:
 # ------------------------------------------------------------------------ the writer lock
 
 
+# How long a refused process waits for the lock's holder to write who it is.
+HOLDER_WAIT = 0.5
+
+
 def lock_holder(db: Path) -> tuple[int, str] | None:
     """(pid, role) of the process holding `<index>.lock` now, or None when nobody does."""
     try:
@@ -70,10 +74,24 @@ def lock_holder(db: Path) -> tuple[int, str] | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _parse_holder(os.read(fd, 100).decode("ascii", "replace"))
+            return read_holder(fd)
         return None  # nobody holds it; closing drops the shared lock just taken
     finally:
         os.close(fd)
+
+
+def read_holder(fd: int, wait: float = HOLDER_WAIT) -> tuple[int, str]:
+    """(pid, role) written in the lock file by its holder (pid 0 when it never comes).
+
+    The holder writes them just after taking the lock, so a process refused in between
+    found the file empty and named "another process" (two runs started together did, in
+    CI): an empty file is read again for up to `wait` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        text = os.pread(fd, 100, 0).decode("ascii", "replace")
+        if text.strip() or time.monotonic() >= deadline:
+            return _parse_holder(text)
+        time.sleep(0.005)
 
 
 def _parse_holder(text: str) -> tuple[int, str]:
@@ -107,7 +125,7 @@ class WriterLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            pid, role = _parse_holder(os.read(fd, 100).decode("ascii", "replace"))
+            pid, role = read_holder(fd)
             os.close(fd)
             raise IndexBusyError(
                 busy_message(self.db, pid, role, "try again when it finishes")

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +18,7 @@ from gbr.core.snapshot import (
     StagedIndex,
     WriterLock,
     lock_holder,
+    lock_path,
     next_path,
     open_for_reading,
     unchanged_summary,
@@ -46,6 +51,30 @@ def test_a_commit_replaces_the_index_in_one_step(tmp_path: Path) -> None:
         assert store.meta()["marker"] == "new"
         assert store.last_run() is not None and store.last_run()["db"] == str(db)
     assert not staged.path.exists() and not (db.parent / "index.duckdb.wal").exists()
+
+
+def test_a_run_refused_just_as_the_holder_locks_still_names_it(tmp_path: Path) -> None:
+    """The holder writes its pid just after taking the lock; one refused in between waits
+    for it instead of naming "another process" (two runs started together did, in CI)."""
+    db = tmp_path / "index.duckdb"
+    path = lock_path(db)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked, nothing written yet
+        late = threading.Timer(0.1, lambda: os.write(fd, b"4242 index\n"))
+        late.start()
+        with pytest.raises(IndexBusyError, match=r"an index run \(pid 4242\) is in progress"):
+            WriterLock(db).acquire()
+        late.join()
+        assert lock_holder(db) == (4242, "index")
+        os.ftruncate(fd, 0)  # a holder that never says who it is: named after the bound
+        started = time.monotonic()
+        with pytest.raises(IndexBusyError, match=r"an index run \(another process\)"):
+            WriterLock(db).acquire()
+        assert time.monotonic() - started < 5
+    finally:
+        os.close(fd)
+    assert lock_holder(db) is None
 
 
 def test_the_writer_lock_names_its_holder_and_lets_go(tmp_path: Path) -> None:
