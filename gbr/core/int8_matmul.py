@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Mapping
 
     import onnx
 
@@ -56,42 +56,23 @@ def shipped_ranges() -> dict[str, tuple[float, float]]:
 
 
 def activation_names(model: onnx.ModelProto) -> list[str]:
-    """The inputs of the products `rewrite` would make int8, each once, sorted."""
-    graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
-    return sorted(
-        {node.input[0] for node in graph.node if _int8_weight(node, producer, inits) is not None}
-    )
+    """The inputs of the products `rewrite` makes int8, each once, sorted."""
+    return sorted({node.input[0] for node, _, _ in _int8_products(model.graph)})
 
 
-def rewrite(
-    model: onnx.ModelProto, ranges: Ranges | None = None, keep_float: Collection[str] = ()
-) -> int:
+def rewrite(model: onnx.ModelProto, ranges: Ranges | None = None) -> int:
     """Rewrites `model` in place; returns how many MatMuls now multiply in int8.
 
     `ranges`: a fixed (low, high) for the input of the products by that input's name; such
-    an input is quantised with the same scale in every run, others with their run's own.
-    `keep_float`: inputs whose products are left in float."""
+    an input is quantised with the same scale in every run, others with their run's own."""
     import numpy as np
     from onnx import helper, numpy_helper
 
     graph = model.graph
-    inits = {i.name: i for i in graph.initializer}
-    producer = {out: node for node in graph.node for out in node.output}
     quantised: dict[str, list[str]] = {}  # activation -> its int8 value, scale, zero point
-    replaced: dict[int, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        weight = _int8_weight(node, producer, inits)
-        if weight is None:
-            continue
-        q_name, scale_name = weight
-        if node.input[0] in keep_float:
-            continue
-        columns = int(inits[q_name].dims[-1])
-        if list(inits[scale_name].dims) not in ([columns], [1, columns]):
-            continue  # one scale per column only: per row, or one in all, is not this form
-        scale = numpy_helper.to_array(inits[scale_name]).astype(np.float32).reshape(-1)
+    replaced: dict[str, list[onnx.NodeProto]] = {}  # by the product's output name
+    for node, q_name, scale_init in _int8_products(graph):
+        scale = numpy_helper.to_array(scale_init).astype(np.float32).reshape(-1)
         column_scale = numpy_helper.from_array(scale, f"{node.name}/weight_scale")
         graph.initializer.append(column_scale)
         activation = node.input[0]
@@ -109,12 +90,18 @@ def rewrite(
                 domain=MS_DOMAIN,
             )
         )
-        replaced[id(node)] = new
+        replaced[node.output[0]] = new
     if not replaced:
         return 0
-    nodes = [new for node in graph.node for new in replaced.get(id(node), [node])]
+    nodes = [
+        new
+        for node in graph.node
+        for new in (replaced.get(node.output[0], [node]) if node.op_type == "MatMul" else [node])
+    ]
+    # Copies: clearing the graph's node list empties the messages still held from it.
+    alive = [_copied(node) for node in _alive(nodes, {o.name for o in graph.output})]
     del graph.node[:]
-    graph.node.extend(_alive(nodes, {o.name for o in graph.output}))
+    graph.node.extend(alive)
     used = {name for node in graph.node for name in node.input}
     kept = [i for i in graph.initializer if i.name in used]
     del graph.initializer[:]
@@ -149,6 +136,23 @@ def _quantise(
     ]
 
 
+def _int8_products(graph: onnx.GraphProto) -> list[tuple[onnx.NodeProto, str, onnx.TensorProto]]:
+    """(MatMul, its int8 weight's name, the weight's scale) for every product of this form,
+    with one scale per column (per row, or one in all, is not this form), in graph order."""
+    inits = {i.name: i for i in graph.initializer}
+    producer = {out: node for node in graph.node for out in node.output}
+    found = []
+    for node in graph.node:
+        weight = _int8_weight(node, producer, inits)
+        if weight is None:
+            continue
+        q_name, scale_name = weight
+        columns = int(inits[q_name].dims[-1])
+        if list(inits[scale_name].dims) in ([columns], [1, columns]):
+            found.append((node, q_name, inits[scale_name]))
+    return found
+
+
 def _int8_weight(
     node: onnx.NodeProto,
     producer: dict[str, onnx.NodeProto],
@@ -177,6 +181,14 @@ def _int8_weight(
         ):
             return source.name, scale
     return None
+
+
+def _copied(node: onnx.NodeProto) -> onnx.NodeProto:
+    from onnx import NodeProto
+
+    made = NodeProto()
+    made.CopyFrom(node)
+    return made
 
 
 def _alive(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto]:

@@ -10,8 +10,8 @@ The optimised graph of the default int8 model held its weights as float32 (90 MB
 times the model file; 55 MB since gbr.core.int8_matmul keeps the products' weights int8,
 most of it the word-embedding table), and reading them from inside the protobuf cost more
 than half of a kept session's creation. So the weights are kept in a data file beside the
-graph, which onnxruntime maps instead of parsing: a session in 45-65 ms instead of 135-290 ms, and
-80 MB less resident (2 cores, one sitting).
+graph, which onnxruntime maps instead of parsing: a session in 45-65 ms instead of 135-290
+ms, and 80 MB less resident (2 cores, one sitting).
 
 The saved graph is optimised at the `extended` level, whose output does not depend on the
 CPU (the `all` level adds layout changes that onnxruntime says to use only on the machine
