@@ -76,6 +76,11 @@ class MemoryPostings:
             starts, row.astype(np.int32), weights, chunk_ids, int(n), vocabulary, state(con, fts)
         )
 
+    @property
+    def nbytes(self) -> int:
+        """What the arrays hold (the vocabulary not counted)."""
+        return sum(a.nbytes for a in (self.starts, self.docs, self.weights, self.chunk_ids))
+
     def top(self, words: Sequence[str], limit: int) -> list[tuple[int, float]]:
         """The `limit` best (chunk id, score), best first, ties by id, for the query's
         distinct terms as the index's tokenizer and stemmer make them (`query_terms`)."""

@@ -37,9 +37,10 @@ from gbr.core.ranker import (
     features,
     load_ranker,
 )
-from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, SearchFilter
+from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, NodePart, SearchFilter
 
 if TYPE_CHECKING:
+    from gbr.core.rows_memory import MemoryRows
     from gbr.core.second_opinion import SecondOpinion
 from gbr.core.store import Store
 from gbr.core.telemetry import log
@@ -289,8 +290,9 @@ class Searcher:
         when it is missing or stale, gbr.core.vector_file, unless `write_vector_file` is
         off); None reads them into memory.
         `postings_budget`: bytes this searcher may spend holding the BM25 postings in
-        memory (gbr.core.postings_memory), for one that answers many queries, such as
-        the daemon's; 0 asks DuckDB each time, as a one-query command should."""
+        memory (gbr.core.postings_memory) and, with what they leave, the chunk rows
+        (gbr.core.rows_memory), for one that answers many queries, such as the daemon's;
+        0 asks DuckDB each time, as a one-query command should."""
         self.store = store
         self.vector_file = vector_file
         self.write_vector_file = write_vector_file
@@ -306,6 +308,7 @@ class Searcher:
         self._central: dict[str, dict[tuple[str, str], float]] = {}
         self.postings_budget = postings_budget
         self._postings: MemoryPostings | None = None
+        self._rows: MemoryRows | None = None
         self._postings_ready = threading.Event()
         self._postings_lock = threading.Lock()
         # The load in progress: its ready event, its connection and its thread.
@@ -322,8 +325,9 @@ class Searcher:
             self._load_postings_behind()
 
     def _load_postings_behind(self) -> None:
-        """Read the new state's postings on a thread of their own: until they are in, BM25
-        asks DuckDB, so no query waits for them and none is answered from an older state.
+        """Read the new state's postings and chunk rows on a thread of their own: until they
+        are in, BM25 and row reads ask DuckDB, so no query waits for them and none is
+        answered from an older state.
 
         The thread is not a daemon thread: one killed inside DuckDB at exit aborts the
         process. `close` interrupts it instead, and an earlier load is interrupted by the
@@ -333,21 +337,28 @@ class Searcher:
         cursor = self.store.cursor()
 
         def load() -> None:
+            loaded: MemoryPostings | None = None
+            rows: MemoryRows | None = None
             try:
                 loaded = cursor.memory_postings(self.postings_budget)
-            except Exception as exc:  # interrupted, or a store closed: DuckDB answers BM25
-                log().info("postings_not_in_memory", error=str(exc)[:300])
-                loaded = None
+                left = self.postings_budget - (loaded.nbytes if loaded is not None else 0)
+                rows = cursor.memory_rows(left)
+            except Exception as exc:  # interrupted, or a store closed: DuckDB answers
+                log().info(
+                    "postings_not_in_memory" if loaded is None else "rows_not_in_memory",
+                    error=str(exc)[:300],
+                )
             finally:
                 cursor.close()
             with self._postings_lock:
                 if self._loading is not None and self._loading[0] is ready:
-                    self._postings = loaded  # no later reload replaced this one
+                    # No later reload replaced this one.
+                    self._postings, self._rows = loaded, rows
             ready.set()
 
         thread = threading.Thread(target=load, name="gbr-postings")
         with self._postings_lock:
-            self._postings = None
+            self._postings = self._rows = None
             self._postings_ready = ready
             self._loading = (ready, cursor, thread)
         thread.start()
@@ -530,7 +541,7 @@ class Searcher:
     ) -> tuple[Intent, list[tuple[Hit, ChunkRow, int]]]:
         """The query's intent and its top `size` nodes after priors, as (hit, row, id)."""
         ranked = retrieval.fused
-        rows = self.store.chunk_rows([doc for doc, _ in ranked])
+        rows = self._chunk_rows([doc for doc, _ in ranked])
         priors = self.ranking.priors.with_tests(effective_policy(where.tests, query))
         intent = priors.intent(query, looks_like_code(query))
         central = self.centrality(priors.central_by) if priors.central != 1.0 else {}
@@ -539,14 +550,35 @@ class Searcher:
 
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
         """One hit per node: the parts of a split function merge into their best-scored one."""
-        rows = self.store.chunk_rows([doc for doc, _ in ranked])
+        rows = self._chunk_rows([doc for doc, _ in ranked])
         return self._wholes(self._collapse(ranked, rows, k))
+
+    def _chunk_rows(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """The rows of `ids`: from memory when this searcher holds them, else (and for ids
+        written since they were read) from DuckDB."""
+        held = self._rows
+        if held is None:
+            return self.store.chunk_rows(ids)
+        rows, missing = held.rows(ids)
+        if missing:
+            rows.update(self.store.chunk_rows(missing))
+        return rows
 
     def _wholes(self, found: Sequence[tuple[Hit, ChunkRow, int]]) -> list[Hit]:
         """The hits, those on one part of a split node widened to the whole node's lines
         and code. Done only for the hits returned, with one query for all their nodes."""
-        split = [(row.path, row.kind, row.name) for _, row, _ in found if row.parts > 1]
-        parts = self.store.nodes_parts(split) if split else {}
+        held = self._rows
+        parts: dict[tuple[str, str, str], list[NodePart]] = {}
+        split = []
+        for _, row, _ in found:
+            if row.parts > 1:
+                mine = held.parts(row) if held is not None else None
+                if mine is None:
+                    split.append((row.path, row.kind, row.name))
+                else:
+                    parts[(row.path, row.kind, row.name)] = mine
+        if split:
+            parts.update(self.store.nodes_parts(split))
         out = []
         for hit, row, _ in found:
             mine = parts.get((row.path, row.kind, row.name), [])

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     # Only writes touch the code graph: a search does not import its tables (nor the prompt
     # and LLM modules they bring).
     from gbr.core.graph.model import FileGraph
+    from gbr.core.rows_memory import MemoryRows
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -575,6 +576,20 @@ class Store:
         self.con.begin()  # one snapshot for the postings and the state they are of
         try:
             return postings_memory.MemoryPostings.load(self.con)
+        finally:
+            self.con.rollback()
+
+    @guarded
+    def memory_rows(self, budget: int) -> MemoryRows | None:
+        """Every chunk row in memory (gbr.core.rows_memory), or None when they would take
+        more than `budget` bytes."""
+        from gbr.core import rows_memory  # brings pyarrow, which a one-query search skips
+
+        if budget <= 0 or rows_memory.rows_bytes(self.con) > budget:
+            return None
+        self.con.begin()  # one snapshot, as for the postings
+        try:
+            return rows_memory.MemoryRows.load(self.con)
         finally:
             self.con.rollback()
 

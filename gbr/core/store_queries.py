@@ -31,6 +31,12 @@ if TYPE_CHECKING:
 
 Connection = duckdb.DuckDBPyConnection
 
+# The columns of a ChunkRow, in its field order (gbr.core.records.ChunkRow).
+CHUNK_ROW_COLUMNS = (
+    "id, path, module, package, kind, name, signature, visibility, start_line, end_line, "
+    "part, parts, coalesce(doc, '') AS doc, text, coalesce(header, '') AS header, stale"
+)
+
 # What `--tests exclude` keeps out; mirrors gbr.core.priors.is_aside().
 ASIDE_SQL = (
     "(regexp_matches(path, '(^|/)(test|tests|integration_tests?|examples?|demos?)/')"
@@ -199,11 +205,7 @@ def chunk_rows(con: Connection, ids: Sequence[int]) -> dict[int, ChunkRow]:
     # The ids are written into the SQL, not bound: DuckDB's Python binding tries to
     # import pandas for every bound list, which cost a quarter of a warm search here.
     id_list = ", ".join(str(int(i)) for i in ids)
-    rows = con.execute(
-        "SELECT id, path, module, package, kind, name, signature, visibility, start_line, "
-        "end_line, part, parts, coalesce(doc, ''), text, coalesce(header, ''), stale "
-        f"FROM chunks WHERE id IN ({id_list})"
-    ).fetchall()
+    rows = con.execute(f"SELECT {CHUNK_ROW_COLUMNS} FROM chunks WHERE id IN ({id_list})").fetchall()
     return {row[0]: ChunkRow(*row) for row in rows}
 
 
