@@ -3,6 +3,7 @@
 GbrError                 every error gbr raises on purpose; its message ends with the fix
 ├── ConfigError          a bad option, path or model location
 │   └── AmbiguousNameError  a bare name the code graph knows in several modules
+│   └── ModelMismatchError  the index's vectors are another model's than the query's
 ├── StoreError           the DuckDB file cannot be opened, read or written
 │   └── IndexCorruptError  the file is damaged; `gleambrctl index --rebuild` recreates it
 │   └── IndexBusyError   another process is writing the index; try again (exit code 75)
@@ -32,6 +33,10 @@ class ConfigError(GbrError):
     """A bad option, path or model location."""
 
     exit_code = 2
+
+
+class ModelMismatchError(ConfigError):
+    """The index's vectors come from another model than the one that would embed the query."""
 
 
 class StoreError(GbrError):

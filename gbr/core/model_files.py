@@ -20,6 +20,16 @@ DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-i8mm"
 DEFAULT_FAMILY = "all-MiniLM-L6-v2-onnx-int8"
 
 
+def same_vector_space(index_model: str | None, query_model: str) -> bool:
+    """Whether an index's vectors, made by `index_model`, may be compared with a query
+    embedded by `query_model`: the same model, or two of gbr's own defaults (an index of an
+    earlier one holds near matches of today's vectors until `index` re-embeds it). An index
+    that names no model holds no vectors to compare."""
+    if index_model is None or index_model == query_model:
+        return True
+    return index_model.startswith(DEFAULT_FAMILY) and query_model.startswith(DEFAULT_FAMILY)
+
+
 @dataclass(frozen=True, slots=True)
 class ModelFiles:
     onnx: Path

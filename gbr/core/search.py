@@ -19,7 +19,8 @@ import numpy as np
 from gbr.core.chunk_text import code_words
 from gbr.core.embedder import Embedder
 from gbr.core.environ import NO_ENV
-from gbr.core.errors import ConfigError, IndexEmptyError
+from gbr.core.errors import ConfigError, IndexEmptyError, ModelMismatchError
+from gbr.core.model_files import same_vector_space
 from gbr.core.postings_memory import MemoryPostings
 from gbr.core.priors import (
     NO_PRIORS,
@@ -313,12 +314,16 @@ class Searcher:
         self._postings_lock = threading.Lock()
         # The load in progress: its ready event, its connection and its thread.
         self._loading: tuple[threading.Event, Store, threading.Thread] | None = None
+        # Whether the query's model is known to be the one the snapshot's vectors come
+        # from (checked at the first query that embeds, once per reload).
+        self._model_checked = False
 
     def reload(self) -> None:
         snapshot = self.store.vectors(self.vector_file, self.write_vector_file)
         # The snapshot holds exactly the chunks that have a vector, so only the total is
         # asked: counting the vectors themselves read the whole column (2 GB, 2-5 s at 1M).
         self._coverage = (int(snapshot[0].shape[0]), self.store.chunk_count())
+        self._model_checked = False
         self._snapshot = snapshot
         self._central = {}  # read again, once, for the new snapshot
         if self.postings_budget > 0:
@@ -406,6 +411,23 @@ class Searcher:
             raise IndexEmptyError("the index holds no chunks; run `gleambrctl index PATH` first")
         return snapshot
 
+    def _same_model(self) -> None:
+        """Refuse to compare the index's vectors with a query embedded by another model
+        (a --model-dir or GBR_MODEL_DIR set after `index`): the scores would mean nothing,
+        and in hybrid mode BM25 would hide it."""
+        if self._model_checked:
+            return
+        index_model = self.store.meta().get("model_id")
+        query_model = self.embedder.model_id
+        if not same_vector_space(index_model, query_model):
+            raise ModelMismatchError(
+                f"the index {self.store.path} was embedded by model {index_model!r}, "
+                f"but this search embeds with {query_model!r}; re-run `gleambrctl index` on "
+                "the package to re-embed it with this model, point --model-dir (or "
+                "GBR_MODEL_DIR) at the index's model, or search with --mode bm25"
+            )
+        self._model_checked = True
+
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks) in the snapshot searched."""
         self._vectors()
@@ -417,12 +439,14 @@ class Searcher:
         snapshot = self._vectors()
         if snapshot[0].shape[0] == 0:
             return []  # nothing embedded yet: the query need not be either
+        self._same_model()
         return self._embed_and_scan(query, snapshot, depth, self._rows_allowed(snapshot, where))
 
     def dense_by_vector(
         self, vector: np.ndarray, depth: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
         snapshot = self._vectors()
+        self._same_model()
         return scan(snapshot, vector, depth, self._rows_allowed(snapshot, where))
 
     def _rows_allowed(self, snapshot: Snapshot, where: SearchFilter) -> np.ndarray | None:
@@ -479,6 +503,7 @@ class Searcher:
         snapshot = self._vectors()
         if snapshot[0].shape[0] == 0:
             return [], self.bm25(query, depth, where)
+        self._same_model()
         rows = self._rows_allowed(snapshot, where)
         job = _workers().submit(self._embed_and_scan, query, snapshot, depth, rows)
         try:

@@ -263,6 +263,43 @@ def test_a_different_model_forces_a_full_reindex(small_example: Path, tmp_path: 
     assert summary["files_indexed"] == 5
 
 
+def test_a_search_with_another_model_than_the_index_refuses_in_one_line(
+    indexed: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """A --model-dir set after `index` would score the query against another model's
+    vectors, and in hybrid mode BM25 would hide that: dense and hybrid refuse with the fix
+    (exit 2, one line, both model ids); BM25 embeds nothing and still answers. The model
+    here is the default's files under another id, as `--model-dir` names any model."""
+    root, _ = indexed
+    from gbr.core.model_files import default_model_files
+
+    files = default_model_files()
+    custom = tmp_path / "my-model"
+    custom.mkdir()
+    (custom / "model.onnx").symlink_to(files.onnx)
+    (custom / "tokenizer.json").symlink_to(files.tokenizer)
+    for mode in ("hybrid", "dense"):
+        result = run(
+            "search", "isbn check digit", "--mode", mode, "--model-dir", str(custom), cwd=root
+        )
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.strip().splitlines()
+        assert DEFAULT_MODEL_ID in line and "custom:" in line and "--mode bm25" in line
+        assert "Traceback" not in result.stderr and not result.stdout.strip()
+    bm25 = run(
+        "search",
+        "isbn check digit",
+        "--mode",
+        "bm25",
+        "--model-dir",
+        str(custom),
+        "--json",
+        cwd=root,
+    )
+    assert bm25.returncode == 0 and json.loads(bm25.stdout)["results"]
+    assert run("search", "isbn check digit", cwd=root).returncode == 0  # its own model
+
+
 def test_filters_restrict_hits_by_kind_module_and_path(indexed: tuple[Path, dict]) -> None:
     root, _ = indexed
     types = run_json("search", "isbn", "--kind", "type", "-k", "5", cwd=root)["results"]
