@@ -58,7 +58,7 @@ class MemoryRows:
 
     def rows(self, ids: Sequence[int]) -> tuple[dict[int, ChunkRow], list[int]]:
         """The rows held for `ids`, by id, and the ids not held (in their order)."""
-        if not ids or len(self.ids) == 0:
+        if len(ids) == 0 or len(self.ids) == 0:
             return {}, list(ids)
         wanted = np.asarray(ids, dtype=np.int64)
         at = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)

@@ -314,16 +314,16 @@ class Searcher:
         self._postings_lock = threading.Lock()
         # The load in progress: its ready event, its connection and its thread.
         self._loading: tuple[threading.Event, Store, threading.Thread] | None = None
-        # Whether the query's model is known to be the one the snapshot's vectors come
-        # from (checked at the first query that embeds, once per reload).
-        self._model_checked = False
+        # The model the snapshot's vectors come from, read from the index's meta at the
+        # first query that embeds after each reload (None until read).
+        self._index_model: tuple[str | None] | None = None
 
     def reload(self) -> None:
         snapshot = self.store.vectors(self.vector_file, self.write_vector_file)
         # The snapshot holds exactly the chunks that have a vector, so only the total is
         # asked: counting the vectors themselves read the whole column (2 GB, 2-5 s at 1M).
         self._coverage = (int(snapshot[0].shape[0]), self.store.chunk_count())
-        self._model_checked = False
+        self._index_model = None
         self._snapshot = snapshot
         self._central = {}  # read again, once, for the new snapshot
         if self.postings_budget > 0:
@@ -411,13 +411,18 @@ class Searcher:
             raise IndexEmptyError("the index holds no chunks; run `gleambrctl index PATH` first")
         return snapshot
 
-    def _same_model(self) -> None:
+    def _vectors_model(self) -> str | None:
+        """The model id the index records for its vectors; read on the store's thread."""
+        if self._index_model is None:
+            self._index_model = (self.store.meta().get("model_id"),)
+        return self._index_model[0]
+
+    def _same_model(self, index_model: str | None) -> None:
         """Refuse to compare the index's vectors with a query embedded by another model
         (a --model-dir or GBR_MODEL_DIR set after `index`): the scores would mean nothing,
-        and in hybrid mode BM25 would hide it."""
-        if self._model_checked:
-            return
-        index_model = self.store.meta().get("model_id")
+        and in hybrid mode BM25 would hide it. Asked where the query is embedded, since
+        the model's id is known once it is loaded, and a cold search loads it on the
+        worker while DuckDB answers BM25."""
         query_model = self.embedder.model_id
         if not same_vector_space(index_model, query_model):
             raise ModelMismatchError(
@@ -426,7 +431,6 @@ class Searcher:
                 "the package to re-embed it with this model, point --model-dir (or "
                 "GBR_MODEL_DIR) at the index's model, or search with --mode bm25"
             )
-        self._model_checked = True
 
     def coverage(self) -> tuple[int, int]:
         """(chunks with a vector, all chunks) in the snapshot searched."""
@@ -439,14 +443,14 @@ class Searcher:
         snapshot = self._vectors()
         if snapshot[0].shape[0] == 0:
             return []  # nothing embedded yet: the query need not be either
-        self._same_model()
-        return self._embed_and_scan(query, snapshot, depth, self._rows_allowed(snapshot, where))
+        rows = self._rows_allowed(snapshot, where)
+        return self._embed_and_scan(query, snapshot, depth, rows, self._vectors_model())
 
     def dense_by_vector(
         self, vector: np.ndarray, depth: int, where: SearchFilter = NO_FILTER
     ) -> list[tuple[int, float]]:
         snapshot = self._vectors()
-        self._same_model()
+        self._same_model(self._vectors_model())
         return scan(snapshot, vector, depth, self._rows_allowed(snapshot, where))
 
     def _rows_allowed(self, snapshot: Snapshot, where: SearchFilter) -> np.ndarray | None:
@@ -458,10 +462,16 @@ class Searcher:
         return np.flatnonzero(allowed)
 
     def _embed_and_scan(
-        self, query: str, snapshot: Snapshot, depth: int, rows: np.ndarray | None
+        self,
+        query: str,
+        snapshot: Snapshot,
+        depth: int,
+        rows: np.ndarray | None,
+        index_model: str | None,
     ) -> list[tuple[int, float]]:
         """The dense list from the model and the vectors alone: it never touches the store,
         so it may run on another thread while this one asks DuckDB for BM25."""
+        self._same_model(index_model)
         return scan(snapshot, self.embedder.embed_batch([query])[0], depth, rows)
 
     def bm25(
@@ -503,9 +513,9 @@ class Searcher:
         snapshot = self._vectors()
         if snapshot[0].shape[0] == 0:
             return [], self.bm25(query, depth, where)
-        self._same_model()
         rows = self._rows_allowed(snapshot, where)
-        job = _workers().submit(self._embed_and_scan, query, snapshot, depth, rows)
+        model = self._vectors_model()
+        job = _workers().submit(self._embed_and_scan, query, snapshot, depth, rows, model)
         try:
             bm25 = self.bm25(query, depth, where)
         finally:
