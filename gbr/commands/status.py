@@ -22,7 +22,7 @@ from gbr.commands.options import (
     DebugOption,
     JsonOption,
 )
-from gbr.core.model_files import DEFAULT_FAMILY, DEFAULT_MODEL_ID
+from gbr.core.model_files import DEFAULT_MODEL_ID, outdated_default_model
 
 if TYPE_CHECKING:
     from gbr.core.embed_cache import CacheConfig
@@ -107,15 +107,6 @@ def status(
             out.print(
                 f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
-
-
-def outdated_default_model(model_id: object) -> bool:
-    """Whether the index was embedded by an earlier default model (gbr's own, not a
-    `--model-dir` one): the next `index` re-embeds it, and until then its vectors are a
-    near match of the query's rather than the same model's."""
-    if not isinstance(model_id, str) or model_id == DEFAULT_MODEL_ID:
-        return False
-    return model_id.startswith(DEFAULT_FAMILY)
 
 
 def _cache_report(cache: CacheConfig | None, last_run: dict[str, Any] | None) -> dict[str, Any]:

@@ -20,6 +20,18 @@ DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-i8mm"
 DEFAULT_FAMILY = "all-MiniLM-L6-v2-onnx-int8"
 
 
+def _a_default(model_id: object) -> bool:
+    """Whether `model_id` is one of the ids gbr's default model has had."""
+    return isinstance(model_id, str) and model_id.startswith(DEFAULT_FAMILY)
+
+
+def outdated_default_model(model_id: object) -> bool:
+    """Whether an index was embedded by an earlier default model (gbr's own, not a
+    `--model-dir` one): the next `index` re-embeds it, and until then its vectors are a
+    near match of the query's rather than the same model's."""
+    return _a_default(model_id) and model_id != DEFAULT_MODEL_ID
+
+
 def same_vector_space(index_model: str | None, query_model: str) -> bool:
     """Whether an index's vectors, made by `index_model`, may be compared with a query
     embedded by `query_model`: the same model, or two of gbr's own defaults (an index of an
@@ -27,7 +39,7 @@ def same_vector_space(index_model: str | None, query_model: str) -> bool:
     that names no model holds no vectors to compare."""
     if index_model is None or index_model == query_model:
         return True
-    return index_model.startswith(DEFAULT_FAMILY) and query_model.startswith(DEFAULT_FAMILY)
+    return _a_default(index_model) and _a_default(query_model)
 
 
 @dataclass(frozen=True, slots=True)

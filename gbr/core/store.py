@@ -587,11 +587,7 @@ class Store:
 
         if budget <= 0 or rows_memory.rows_bytes(self.con) > budget:
             return None
-        self.con.begin()  # one snapshot, as for the postings
-        try:
-            return rows_memory.MemoryRows.load(self.con)
-        finally:
-            self.con.rollback()
+        return rows_memory.MemoryRows.load(self.con)  # one statement: one snapshot
 
     @guarded
     def fulltext_state(self) -> tuple[int, int] | None:
