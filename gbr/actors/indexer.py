@@ -178,11 +178,14 @@ class IndexerActor(SupervisedActor):
         self._kept.timer = timer
 
     def _caught_up(self) -> None:
+        """Nothing is kept after a run that wrote, so no problem is left to report. The
+        report is cleared even when this incarnation failed no write: one restarted after
+        a crash inherits its predecessor's kept work, and /health its problem."""
         kept = self._kept
         if kept.attempts:
             log().info("index_caught_up", attempts=kept.attempts)
-            if self.report is not None:
-                self.report(None)
+        if self.report is not None:
+            self.report(None)
         if kept.timer is not None:
             kept.timer.cancel()
         self._kept = _Kept()

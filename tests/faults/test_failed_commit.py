@@ -51,6 +51,21 @@ def test_index_into_a_read_only_folder_is_one_line_and_the_change_waits(
     assert json.loads(again.stdout)["files_indexed"] == 1  # the change was not lost
 
 
+def wait_healthy(daemon: RunningDaemon) -> None:
+    """Wait for /health to say ok; a timeout shows what it said last and the log's tail."""
+    last: dict = {}
+
+    def ok() -> bool:
+        last.update(daemon.get("/health").json())
+        return last["status"] == "ok"
+
+    try:
+        wait_until(ok, "health ok", BOUND)
+    except AssertionError as exc:
+        tail = daemon.log_text()[-3000:]
+        raise AssertionError(f"{exc}; last /health: {last}; log tail:\n{tail}") from None
+
+
 def indexer_part(daemon: RunningDaemon) -> dict | None:
     body = daemon.get("/health").json()
     parts = [p for p in body["degraded"] if p["component"] == "indexer"]
@@ -74,7 +89,7 @@ def test_a_daemon_keeps_a_batch_whose_commit_failed_and_indexes_it_on_retry(
         "the kept batch to be indexed on retry",
         BOUND,
     )
-    assert wait_until(lambda: daemon.get("/health").json()["status"] == "ok", "health ok", BOUND)
+    wait_healthy(daemon)
     assert "index_batch_kept" in daemon.log_text() and "index_caught_up" in daemon.log_text()
 
 
@@ -97,4 +112,4 @@ def test_a_daemon_whose_folder_turns_read_only_indexes_the_save_once_it_is_writa
         "the save to be indexed once the folder is writable",
         BOUND,
     )
-    wait_until(lambda: daemon.get("/health").json()["status"] == "ok", "health ok", BOUND)
+    wait_healthy(daemon)
