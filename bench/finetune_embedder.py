@@ -130,7 +130,6 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     torch.manual_seed(args.seed)
     random.seed(args.seed)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
 
     base = base_model_dir()
     tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
