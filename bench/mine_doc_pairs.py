@@ -25,11 +25,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench._corpus import pipeline_limits  # noqa: E402
 from bench.eval import DEV_HALF, DEVCORPUS, half_of  # noqa: E402
 from gbr.core.chunk_text import doc_prose, embed_text, without_doc_lines  # noqa: E402
-from gbr.core.chunker import TokenCounter, chunk_file, new_parser  # noqa: E402
+from gbr.core.chunker import ChunkLimits, TokenCounter, chunk_file, new_parser  # noqa: E402
 from gbr.core.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.model_files import resolve_model_files  # noqa: E402
+from gbr.core.priors import is_test  # noqa: E402
 from gbr.core.records import Chunk, FileProblem, PartialFile  # noqa: E402
 from gbr.core.walker import FoundFile, read_file, walk  # noqa: E402
 
@@ -53,11 +55,13 @@ def pair_of(repo: str, chunk: Chunk) -> dict[str, object] | None:
         "query": doc.split(". ")[0][:QUERY_CHARS],
         "passage": embed_text(bare),
         "full": embed_text(chunk),
-        "test": "/test/" in f"/{chunk.path}" or chunk.name.endswith("_test"),
+        "test": is_test(chunk.path, chunk.name),
     }
 
 
-def mine(root: Path, count_tokens: TokenCounter) -> list[dict[str, object]]:
+def mine(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> list[dict[str, object]]:
+    """`limits` should be the pipeline's (bench._corpus.pipeline_limits), so that a node
+    is split where `gleambrctl index` splits it."""
     parser = new_parser()
     rows = []
     for found in walk(root):
@@ -66,7 +70,7 @@ def mine(root: Path, count_tokens: TokenCounter) -> list[dict[str, object]]:
         source = read_file(found)
         if isinstance(source, FileProblem):
             continue
-        result = chunk_file(source, parser, count_tokens)
+        result = chunk_file(source, parser, count_tokens, limits)
         if isinstance(result, FileProblem):
             continue
         chunks = result.chunks if isinstance(result, PartialFile) else result
@@ -89,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.half == "dev" and {p.name for p in roots} & DEV_HALF != DEV_HALF:
         raise SystemExit(f"{args.devcorpus} lacks some of the dev half's repositories")
     model = OnnxEmbedder(resolve_model_files())
-    rows = [row for root in roots for row in mine(root, model.count_tokens)]
+    limits = pipeline_limits(model)
+    rows = [row for root in roots for row in mine(root, model.count_tokens, limits)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("w") as out:
         for row in rows:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.mine_doc_pairs import main, mine
+from gbr.core.chunker import ChunkLimits
 
 SOURCE = """//// The module's own doc is not a pair.
 
@@ -50,7 +51,7 @@ def words(text: str) -> int:
 def test_each_documented_definition_gives_its_first_sentence_and_its_code_without_the_doc(
     tmp_path: Path,
 ) -> None:
-    rows = {r["name"]: r for r in mine(package(tmp_path / "thermo"), words)}
+    rows = {r["name"]: r for r in mine(package(tmp_path / "thermo"), words, ChunkLimits())}
 
     assert set(rows) == {"to_fahrenheit", "Light", "freezing_test"}  # short and undocumented docs
     pair = rows["to_fahrenheit"]
