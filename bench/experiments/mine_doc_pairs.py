@@ -1,7 +1,7 @@
-"""Mine (doc comment -> code) pairs for fine-tuning the embedder (bench/finetune_embedder.py).
+"""Mine (doc comment -> code) pairs for fine-tuning the embedder (bench/experiments/finetune_embedder.py).
 
-    .venv/bin/python bench/mine_doc_pairs.py --out bench/out/pairs.jsonl  # dev half, examples/
-    .venv/bin/python bench/mine_doc_pairs.py --out held.jsonl --half held  # to look at only
+    .venv/bin/python bench/experiments/mine_doc_pairs.py --out bench/out/pairs.jsonl  # dev half, examples/
+    .venv/bin/python bench/experiments/mine_doc_pairs.py --out held.jsonl --half held  # to look at only
 
 Every documented definition (whole nodes, not the parts of a split one, no module chunks)
 gives one line: `query` is the first sentence of its doc prose, `passage` is the text gbr
@@ -22,7 +22,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from bench._corpus import pipeline_limits  # noqa: E402
