@@ -1,8 +1,8 @@
 """Train the learned ranker (gbr/core/data/ranker.json) on the dev half of the devcorpus.
 
-    .venv/bin/python bench/experiments/train_ranker.py                 # cross-validate, then write the file
-    .venv/bin/python bench/experiments/train_ranker.py --dry-run       # cross-validate only
-    .venv/bin/python bench/experiments/train_ranker.py --dry-run --features small   # a few features
+    .venv/bin/python bench/experiments/train_ranker.py            # cross-validate, write the file
+    .venv/bin/python bench/experiments/train_ranker.py --dry-run  # cross-validate only
+    .venv/bin/python bench/experiments/train_ranker.py --dry-run --features small  # a few features
 
 `--features` keeps only some columns (the rest get weight 0, so the file keeps the one
 format gbr reads): `small` is dense, BM25, name overlap, kind and the test/private flags,
