@@ -22,7 +22,8 @@ HEADER = """# `gleambrctl` command reference
 
 Generated from `--help` by `docs/generate_cli.py`; do not edit by hand. Run
 `.venv/bin/python docs/generate_cli.py` after changing a command, and
-`tests/test_docs.py` checks that this page matches.
+`tests/test_docs.py` checks that this page matches. The commands at a glance are in
+[commands.md](commands.md).
 """
 
 
