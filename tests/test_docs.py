@@ -108,3 +108,35 @@ def test_every_script_the_docs_name_exists() -> None:
     }
     assert named
     assert sorted(n for n in named if not (REPO / n).exists()) == []
+
+
+def documented_command_lines() -> list[tuple[str, str]]:
+    """(page, command line) of every `$ gleambrctl …` line in a console block of the pages."""
+    found = []
+    for page in PAGES:
+        for block in re.findall(r"```console\n(.*?)```", page.read_text("utf-8"), flags=re.S):
+            for line in block.splitlines():
+                if line.startswith("$ gleambrctl "):
+                    command = re.sub(r"\s+#\s.*$", "", line[2:])  # a trailing comment is prose
+                    found.append((str(page.relative_to(REPO)), command))
+    return found
+
+
+def test_the_pages_show_command_lines() -> None:
+    pages = {page for page, _ in documented_command_lines()}
+    assert "README.md" in pages and len(documented_command_lines()) > 10
+
+
+@pytest.mark.parametrize(("page", "command"), documented_command_lines())
+def test_every_documented_command_line_parses(page: str, command: str) -> None:
+    """Each option and argument on the line exists: with `--help` at the end, the parser
+    reads the whole line first, so an unknown option or a value of the wrong type fails."""
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from gbr.cli import app
+
+    args = shlex.split(command)[1:]
+    done = CliRunner().invoke(app, [*args, "--help"], prog_name="gleambrctl")
+    assert done.exit_code == 0, f"{page}: `{command}`: {done.output.strip()[-300:]}"
