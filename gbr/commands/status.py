@@ -65,6 +65,7 @@ def status(
                 f"{report['restarts']} restarts, {report['queue_depth']} queued"
                 + (f", indexing ({report['indexing']})" if report["indexing"] else "")
             )
+            _print_daemon_llm(report.get("llm"))
         if report.get("index_run_pid"):
             out.print(
                 f"an index run (pid {report['index_run_pid']}) is in progress; "
@@ -114,6 +115,21 @@ def status(
             out.print(
                 f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
+
+
+def _print_daemon_llm(llm: dict[str, Any] | None) -> None:
+    """Whose settings an ask through the daemon uses: the shell's own provider variables
+    when it sets any, else these, the daemon's (gbr.daemon.oracles)."""
+    if not llm:
+        return
+    if llm.get("provider") is None:
+        own = f"no provider of its own ({llm.get('error') or 'none configured'})"
+    else:
+        own = f"{llm['provider']}, model {llm['model']}, at {llm['base_url']}"
+    out.print(
+        f"daemon llm {escape(own)}; an ask from a shell that sets provider variables "
+        "uses the shell's"
+    )
 
 
 def _kept_aside(db: Path) -> list[dict[str, Any]]:
