@@ -567,7 +567,10 @@ class Searcher:
             reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
             found = reordered + found[len(pool) :]
         if second is None or not _worth_a_second(query, [hit for hit, _, _ in found[:size]]):
-            return [replace(hit, rank=n) for n, hit in enumerate(self._wholes(found[:k]), start=1)]
+            hits = self._wholes(found[:k])
+            if learned and ranker is None:
+                hits = share_of_best(hits)
+            return [replace(hit, rank=n) for n, hit in enumerate(hits, start=1)]
         hits = second.rerank(second_query or query, self._wholes(found[:size]))
         return [replace(hit, rank=n) for n, hit in enumerate(hits[:k], start=1)]
 
@@ -657,6 +660,17 @@ class Searcher:
             if len(found) == k:
                 break
         return found
+
+
+def share_of_best(hits: Sequence[Hit]) -> list[Hit]:
+    """Hybrid scores on the 0-1 scale the second opinion's mix has: each as a share of the
+    best. The fused mix is 0-1, but the priors multiply it (x2 for code holding the query's
+    words, x1.6 for a type asked about), and a hybrid search printed 1.99 for an identifier,
+    which the second model does not re-score. Order is kept; only the scale changes."""
+    best = max((hit.score for hit in hits), default=0.0)
+    if best <= 0:
+        return list(hits)
+    return [replace(hit, score=hit.score / best) for hit in hits]
 
 
 def _with_priors(
