@@ -580,6 +580,8 @@ class Searcher:
             found = reordered + found[len(pool) :]
         if second is None or not _worth_a_second(query, [hit for hit, _, _ in found[:size]]):
             hits = self._wholes(found[:k])
+            if learned and ranker is None:
+                hits = share_of_best(hits)
         else:
             hits = second.rerank(second_query or query, self._wholes(found[:size]))
         hits = _first_of(hits, first)
@@ -718,6 +720,17 @@ def _first_of(hits: Sequence[Hit], first: set[tuple[str, str, str]]) -> list[Hit
         return list(hits)
     ahead = [h for h in hits if (h.path, h.kind, h.name) in first]
     return ahead + [h for h in hits if (h.path, h.kind, h.name) not in first]
+
+
+def share_of_best(hits: Sequence[Hit]) -> list[Hit]:
+    """Hybrid scores on the 0-1 scale the second opinion's mix has: each as a share of the
+    best. The fused mix is 0-1, but the priors multiply it (x2 for code holding the query's
+    words, x1.6 for a type asked about), and a hybrid search printed 1.99 for an identifier,
+    which the second model does not re-score. Order is kept; only the scale changes."""
+    best = max((hit.score for hit in hits), default=0.0)
+    if best <= 0:
+        return list(hits)
+    return [replace(hit, score=hit.score / best) for hit in hits]
 
 
 def _with_priors(
