@@ -69,6 +69,23 @@ def ask(
         float | None,
         typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
     ] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline",
+            min=1,
+            help="Seconds for the whole answer; past it the answer stops (exit 4) "
+            "[default: GBR_ASK_DEADLINE, else 4 x --timeout, else 120].",
+        ),
+    ] = None,
+    max_answer: Annotated[
+        str | None,
+        typer.Option(
+            "--max-answer",
+            help="Largest answer, like 512k; past it the answer stops (exit 4) "
+            "[default: GBR_ASK_MAX_ANSWER, else 256 KiB].",
+        ),
+    ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     model_dir: ModelDirOption = None,
@@ -76,19 +93,23 @@ def ask(
 ) -> None:
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
     with errors(debug) as command:
+        import os
         from dataclasses import replace
 
         from gbr.access import LlmChoice, LocalSettings, chosen
+        from gbr.core.answer.limits import answer_cap, answer_deadline
         from gbr.core.answer.oracle import AskOptions
         from gbr.core.rank.priors import parse_test_policy
 
         if tests is not None:
             parse_test_policy(tests)
+        limits = answer_deadline(os.environ, deadline, timeout), answer_cap(os.environ, max_answer)
         db_path = command.db = find_db(db)
         policy = parse_test_policy(tests or package_settings(db_path).tests or "demote")
         options = AskOptions(
             max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=policy
         )
+        options = replace(options, deadline=limits[0], max_answer_bytes=limits[1])
         if graph_context is not None:
             options = replace(options, graph_context=graph_context)
         llm = LlmChoice(provider, model, timeout, reranker)

@@ -32,6 +32,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gbr import __version__
 from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, MAX_QUERY_CHARS
+from gbr.core.answer.limits import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_ANSWER,
+    MAX_DEADLINE,
+    MAX_MAX_ANSWER,
+)
 from gbr.core.answer.oracle import AskOptions, AskOutcome
 from gbr.core.errors import (
     ConfigError,
@@ -132,6 +138,18 @@ class AskRequest(BaseModel):
     graph_context: bool = Field(
         AskOptions().graph_context,
         description="Add the signatures of what the chosen chunks call or use.",
+    )
+    deadline: float = Field(
+        DEFAULT_DEADLINE,
+        gt=0,
+        le=MAX_DEADLINE,
+        description="Seconds for the whole answer; past it the answer stops with an error.",
+    )
+    max_answer_bytes: int = Field(
+        DEFAULT_MAX_ANSWER,
+        ge=1,
+        le=MAX_MAX_ANSWER,
+        description="Largest answer (UTF-8 bytes); past it the answer stops with an error.",
     )
     provider: str | None = Field(None, max_length=100)
     model: str | None = Field(None, max_length=200)
@@ -263,6 +281,8 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
             dry_run=body.dry_run,
             tests=body.tests,
             graph_context=body.graph_context,
+            deadline=body.deadline,
+            max_answer_bytes=body.max_answer_bytes,
         )
         history = [ChatMessage(m.role, m.content) for m in body.history]
         plan = daemon.plan_ask(body.question, options, body.provider, body.model, history)

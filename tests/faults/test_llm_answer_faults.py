@@ -7,7 +7,9 @@ The daemon indexes a copy of the small example and takes the fake LLM server as 
 from __future__ import annotations
 
 import json
+import queue
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import copy_small
 from tests.daemon.conftest import CTL, RunningDaemon, clean_env, start_small
 from tests.daemon.conftest import fake as fake  # the fixture: the module daemon's LLM
 from tests.fake_llm import FakeLlm, Reply
+from tests.faults.test_mcp_faults import INITIALIZE
 
 KEY = "sk-test-FAULTS-1234567890"
 QUESTION = "how do I check that a book number is valid"
@@ -92,3 +96,139 @@ def test_a_one_megabyte_word_in_the_answer_leaves_the_daemon_responsive(
     cited = [(c["path"], c["line"]) for c in answer["citations"]]
     assert cited == [("src/bookshelf/isbn.gleam", 51)]  # the citation after the blob is read
     assert took, "ask finished before /health was asked once"
+
+
+# --- item 2: the answer as a whole is bounded in time and size ------------------------------
+
+TRICKLE = Reply("tick ", chunks=1, chunk_delay=0.2, endless=True)  # a token every 0.2 s, for ever
+DEADLINE_LINE = "the answer took longer than 3 s and was stopped; the text so far is partial"
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the small example, indexed once, with no daemon serving it."""
+    base = tmp_path_factory.mktemp("local")
+    root = copy_small(base / "small")
+    done = subprocess.run(
+        [CTL, "index", str(root)],
+        env=clean_env(base / "home"),
+        capture_output=True,
+        text=True,
+        timeout=ASK_BOUND * 2,
+    )
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+def run_ask(
+    root: Path, fake: FakeLlm, home: Path, *args: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    began = time.monotonic()
+    done = subprocess.run(
+        [CTL, "ask", "--no-hyde", *args, QUESTION],
+        cwd=root,
+        env=clean_env(home, **fake.env("groq", KEY), **env),
+        capture_output=True,
+        text=True,
+        timeout=ASK_BOUND,
+    )
+    return done, time.monotonic() - began
+
+
+def test_an_endless_trickle_stops_at_the_deadline_with_one_line_and_exit_4(
+    indexed: Path, fake: FakeLlm, tmp_path: Path
+) -> None:
+    fake.script(TRICKLE)
+    done, seconds = run_ask(indexed, fake, tmp_path / "home", "--timeout", "5", "--deadline", "3")
+    assert done.returncode == 4, done.stderr
+    assert seconds < 60  # 3 s and the start-up; before, it ran until the server stopped
+    assert f"error: {DEADLINE_LINE}" in " ".join(done.stderr.split())
+    assert "--deadline or GBR_ASK_DEADLINE" in " ".join(done.stderr.split())
+    assert done.stdout.startswith("tick tick")  # what came is kept, and shown
+
+
+def test_the_deadline_comes_from_the_environment_and_counts_empty_events(
+    indexed: Path, fake: FakeLlm, tmp_path: Path
+) -> None:
+    fake.script(Reply(chunks=[""], chunk_delay=0.2, endless=True))  # events with no text
+    done, seconds = run_ask(indexed, fake, tmp_path / "home", "--json", GBR_ASK_DEADLINE="3")
+    assert done.returncode == 4, done.stderr
+    assert seconds < 60
+    assert json.loads(done.stdout)["error"].startswith(DEADLINE_LINE)
+
+
+def test_an_answer_past_the_cap_stops_with_one_line_and_exit_4(
+    indexed: Path, fake: FakeLlm, tmp_path: Path
+) -> None:
+    fake.script(Reply("word " * 20_000, chunks=100))  # 100 kB, sent at once
+    done, _ = run_ask(indexed, fake, tmp_path / "home", "--max-answer", "10k")
+    assert done.returncode == 4, done.stderr
+    line = "error: the answer passed 10000 bytes and was stopped; the text so far is partial"
+    assert line in " ".join(done.stderr.split())
+    assert 10_000 <= len(done.stdout.split("\n")[0]) < 12_000  # the cap, and a piece at most
+    bad, _ = run_ask(indexed, fake, tmp_path / "home", "--max-answer", "lots")
+    assert bad.returncode == 2 and "cannot read size 'lots'" in bad.stderr
+
+
+def test_the_daemon_stops_an_endless_answer_at_the_requested_deadline(
+    daemon: RunningDaemon, fake: FakeLlm
+) -> None:
+    fake.script(TRICKLE)
+    began = time.monotonic()
+    events = daemon.ask_events({"question": QUESTION, "hyde": False, "deadline": 3})
+    assert time.monotonic() - began < 60
+    kinds = [kind for kind, _ in events]
+    assert kinds[-1] == "error" and "token" in kinds
+    assert events[-1][1]["exit_code"] == 4
+    assert events[-1][1]["error"].startswith(DEADLINE_LINE)
+    assert daemon.get("/health").json()["status"] == "ok"
+
+
+def test_the_daemon_caps_the_answer_it_returns(daemon: RunningDaemon, fake: FakeLlm) -> None:
+    fake.script(Reply("word " * 20_000, chunks=100))
+    body = {"question": QUESTION, "hyde": False, "stream": False, "max_answer_bytes": 10_000}
+    data = daemon.post("/ask", body).json()
+    assert data["exit_code"] == 4
+    assert data["error"].startswith("the answer passed 10000 bytes and was stopped")
+    assert 10_000 <= len(data["answer"]) < 12_000
+    assert daemon.post("/ask", {**body, "deadline": 0}).status_code == 422
+
+
+def test_mcp_ask_stops_at_the_deadline_from_the_environment(
+    indexed: Path, fake: FakeLlm, tmp_path: Path
+) -> None:
+    fake.script(TRICKLE)
+    env = clean_env(tmp_path / "home", **fake.env("groq", KEY), GBR_ASK_DEADLINE="3")
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "ask_codebase", "arguments": {"question": QUESTION, "hyde": False}},
+    }
+    lines = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, call]
+    proc = subprocess.Popen(
+        [CTL, "mcp", str(indexed)],
+        cwd=indexed,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+    proc.stdin.flush()
+    began = time.monotonic()
+    lines_out: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines_out.put(x) for x in proc.stdout], daemon=True).start()
+    try:
+        answers = [json.loads(lines_out.get(timeout=ASK_BOUND)) for _ in range(2)]
+    except queue.Empty:
+        pytest.fail(f"the MCP server did not answer within {ASK_BOUND} s")
+    finally:
+        proc.kill()
+        proc.wait(10)
+    assert time.monotonic() - began < 60
+    result = answers[1]["result"]
+    text = result["content"][0]["text"]
+    assert result["isError"] and text.startswith(f"error: {DEADLINE_LINE}")
