@@ -160,6 +160,15 @@ class VectorsFound:
 
 
 @dataclass(frozen=True, slots=True)
+class KeepFinished:
+    """Writer (asked): the run was interrupted. Write the files waiting, show the index as
+    written to readers (IndexOptions.keep) before `until` (time.monotonic), then write
+    nothing more; the answer says whether it was shown."""
+
+    until: float
+
+
+@dataclass(frozen=True, slots=True)
 class VectorsDone:
     """Writer: no text is left without a vector; every VectorsFound before it is written."""
 
