@@ -154,9 +154,11 @@ class EmbedMissing:
 
 @dataclass(frozen=True, slots=True)
 class VectorsFound:
-    """Writer: vectors by embed hash, for the chunks still without one (one UPDATE)."""
+    """Writer: vectors by embed hash, for the chunks still without one (one UPDATE); when
+    `cached`, the shared cache held them and the model did not run."""
 
     vectors: Mapping[str, np.ndarray]
+    cached: bool = False
 
 
 @dataclass(frozen=True, slots=True)

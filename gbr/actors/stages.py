@@ -324,9 +324,15 @@ class EmbedderActor(_Stage):
         if not page:
             self.writer.tell(VectorsDone())
             return
-        # The caches were asked when these chunks were written: only the model is left.
         texts = {key: embed_text(chunk, self.embed_format) for _, key, chunk in page}
-        self.writer.tell(VectorsFound(embed_texts(texts, self.model, self.shared)))
+        # The shared cache was asked when these chunks were written, but not by a run that
+        # only resumes an interrupted fill: it holds what that run paid for, so ask again.
+        known = self.shared.lookup(list(texts)) if self.shared is not None else {}
+        if known:
+            self.writer.tell(VectorsFound(known, cached=True))
+        rest = {key: text for key, text in texts.items() if key not in known}
+        if rest:
+            self.writer.tell(VectorsFound(embed_texts(rest, self.model, self.shared)))
         self._texts_done += len(texts)
         log().info("embedding_progress", done=self._texts_done, page=len(texts))
         tokens, key, _ = page[-1]
@@ -475,7 +481,8 @@ class WriterActor(_Stage):
             self._flagged = True
         self._changed = True
         if isinstance(message, VectorsFound):
-            self.coordinator.tell(VectorsStored(store.fill_vectors(message.vectors)))
+            filled = store.fill_vectors(message.vectors)
+            self.coordinator.tell(VectorsStored(filled, cached=message.cached))
             if self._pace.due():
                 self._publish(store)
         elif isinstance(message, VectorsDone):

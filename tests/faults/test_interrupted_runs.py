@@ -87,3 +87,24 @@ def test_sigint_while_a_big_file_is_chunked_keeps_the_files_written(
     kept = dict(file_rows(db))  # before: no index at all
     assert {p for p, status in kept.items() if status == "ok"} == set(small_files(30))
     assert "src/zz_huge.gleam" not in kept
+
+
+def test_a_run_that_fills_missing_vectors_takes_them_from_the_shared_cache(
+    make_package, tmp_path: Path
+) -> None:
+    root = make_package(small_files(FILES))
+    db = root / ".gbr" / "index.duckdb"
+    # The shared cache learns every vector from an index of the same files elsewhere.
+    index_json(root, tmp_path, "--db", str(tmp_path / "elsewhere" / "index.duckdb"))
+    # A run without the cache is interrupted in its fill: vectors are missing here.
+    proc = start(root, tmp_path, "--no-embed-cache")
+    wait_for_event(proc, root / ".gbr" / "events.jsonl", "index_searchable")
+    _, stderr = interrupt(proc, signal.SIGTERM)
+    assert_interrupted(proc, stderr, "SIGTERM")
+    embedded, total = coverage(db)
+    assert embedded < total
+    again = index_json(root, tmp_path)
+    assert again["files_unchanged"] == FILES
+    assert again["chunks_embedded"] == 0  # before: every missing vector embedded again
+    assert again["chunks_cached"] >= total - embedded
+    assert coverage(db) == (total, total)
