@@ -171,8 +171,18 @@ def local_index(
     only it in), with a note when a dead daemon's discovery file was removed. `prepack`:
     see load_model."""
     from gbr.access import LocalIndex
+    from gbr.core import telemetry
 
+    if settings.db is not None and settings.db.is_file() and not telemetry.has_events_file():
+        # Its events go beside the index, and its warnings to stderr: never to stdout,
+        # which carries `--json`. A folder that takes no events file costs nothing here.
+        events = telemetry.events_beside(settings.db)
+        telemetry.configure(events, echo=True, human=True, warn=_silent, least="warning")
     return LocalIndex(settings, lambda: load_model(model_dir, device, prepack), env=os.environ)
+
+
+def _silent(message: str) -> None:
+    """A search in a read-only checkout must not warn each time that events are not kept."""
 
 
 def note_stale(info: DaemonInfo | None, why: str) -> None:
