@@ -184,8 +184,10 @@ class ChatSession:
             del self.history[: max(0, len(self.history) - 2 * self.settings.max_turns)]
 
     def _token(self, delta: str) -> None:
+        from gbr.commands.output import shown
+
         self._streamed = True
-        self.write(delta)
+        self.write(shown(delta))  # an answer's escape sequences are shown, never run
 
     def _end_stream(self) -> None:
         if self._streamed:

@@ -127,7 +127,9 @@ def ask(
 
 
 def _print_token(delta: str) -> None:
-    sys.stdout.write(delta)
+    from gbr.commands.output import shown
+
+    sys.stdout.write(shown(delta))  # an answer may carry escape sequences; never run them
     sys.stdout.flush()
 
 
@@ -135,7 +137,7 @@ def _render_answer_data(
     data: dict[str, Any], json_out: bool, dry_run: bool, root: str | Path | None
 ) -> None:
     """Render the `ask --json` object, whether it was made here or by a daemon."""
-    from gbr.commands.output import stamped
+    from gbr.commands.output import one_line, shown, stamped
     from gbr.core.answer.oracle import Answer
     from gbr.core.answer.prompt import render_context, sources_line
 
@@ -144,15 +146,15 @@ def _render_answer_data(
         return
     if dry_run:
         for message in data.get("prompt", []):
-            sys.stdout.write(f"----- {message['role']} -----\n{message['content']}\n")
+            sys.stdout.write(shown(f"----- {message['role']} -----\n{message['content']}\n"))
         return
     if data.get("error") is not None:
-        err.print(f"[red]error:[/red] {escape(data['error'])}")
+        err.print(f"[red]error:[/red] {escape(one_line(data['error']))}")
         err.print("[dim]the context that was retrieved:[/dim]")
-        sys.stdout.write(render_context(Answer.from_dict(data).chunks))
+        sys.stdout.write(shown(render_context(Answer.from_dict(data).chunks)))
         return
     sources = sources_line(Answer.from_dict(data).sources())
-    err.print(f"[dim]sources: {escape(sources)}[/dim]")
+    err.print(f"[dim]sources: {escape(one_line(sources))}[/dim]")
     if data["unknown_citations"]:
-        listed = ", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"])
+        listed = one_line(", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"]))
         err.print(f"[yellow]not in the context sent:[/yellow] {escape(listed)}")

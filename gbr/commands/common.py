@@ -270,18 +270,23 @@ def print_hits(hits: list[Hit]) -> None:
     if not hits:
         out.print("no matches")
         return
+    from gbr.commands.output import one_line
+
+    def field(text: str) -> str:
+        return escape(one_line(text))
+
     for hit in hits:
         out.print(
-            f"[bold]{hit.rank:>2}[/bold] [cyan]{escape(hit.path)}:{hit.start_line}-{hit.end_line}"
-            f"[/cyan]  {escape(hit.module)}  [magenta]{hit.kind}[/magenta] "
-            f"[bold green]{escape(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
+            f"[bold]{hit.rank:>2}[/bold] [cyan]{field(hit.path)}:{hit.start_line}-{hit.end_line}"
+            f"[/cyan]  {field(hit.module)}  [magenta]{field(hit.kind)}[/magenta] "
+            f"[bold green]{field(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
         )
         if hit.signature:
-            out.print(f"     {escape(hit.signature)}")
+            out.print(f"     {field(hit.signature)}")
         if hit.doc:
-            out.print(f"     [dim]{escape(hit.doc.split('. ')[0][:120])}[/dim]")
+            out.print(f"     [dim]{field(hit.doc.split('. ')[0][:120])}[/dim]")
         body = [
             ln for ln in hit.text.splitlines() if ln.strip() and not ln.lstrip().startswith("//")
         ]
         for line in body[1:4]:
-            out.print(f"     [dim]│[/dim] {escape(line[:110])}")
+            out.print(f"     [dim]│[/dim] {field(line[:110])}")
