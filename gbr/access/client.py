@@ -234,6 +234,8 @@ def ask_body(
         "dry_run": options.dry_run,
         "tests": options.tests,
         "graph_context": options.graph_context,
+        "deadline": options.deadline,
+        "max_answer_bytes": options.max_answer_bytes,
         "provider": provider,
         "model": model,
     }

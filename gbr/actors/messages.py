@@ -154,9 +154,20 @@ class EmbedMissing:
 
 @dataclass(frozen=True, slots=True)
 class VectorsFound:
-    """Writer: vectors by embed hash, for the chunks still without one (one UPDATE)."""
+    """Writer: vectors by embed hash, for the chunks still without one (one UPDATE); when
+    `cached`, the shared cache held them and the model did not run."""
 
     vectors: Mapping[str, np.ndarray]
+    cached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KeepFinished:
+    """Writer (asked): the run was interrupted. Write the files waiting, show the index as
+    written to readers (IndexOptions.keep) before `until` (time.monotonic), then write
+    nothing more; the answer says whether it was shown."""
+
+    until: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from gbr.actors.messages import (
     FileFailed,
     FilesRemoved,
     FinishRun,
+    KeepFinished,
     ScanTree,
     SummaryWanted,
 )
@@ -35,6 +36,7 @@ from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.parse.chunker import CHUNKER_VERSION, ChunkLimits
+from gbr.core.parse.oversize import stop_parsing
 from gbr.core.parse.walker import WalkOptions
 from gbr.core.paths import package_root
 from gbr.core.records import FileProblem, FileState, IndexSummary, ProgressCallback
@@ -88,6 +90,9 @@ class IndexOptions:
     # its store, when the chunks are in and now and then as vectors arrive. A staged run
     # copies its file over the index; a daemon reloads its searcher.
     publish: Callable[[Store], None] | None = None
+    # Shows the index as written to readers when the run is interrupted, within the seconds
+    # given (a staged run copies its file over the index), so that it keeps what it finished.
+    keep: Callable[[Store, float], bool] | None = None
 
     def walk_options(self) -> WalkOptions:
         """What decides which files are walked: one place, for the run and its no-change check."""
@@ -199,6 +204,7 @@ def _run_pipeline(
         vectors_done.set()
 
     supervisor = Supervisor(options.policy, on_dead_letter=dead_letter, on_give_up=give_up)
+    interrupted = False
     faults = options.faults
     shared = EmbedCache(options.embed_cache, model.dim) if options.embed_cache else None
     try:
@@ -215,6 +221,7 @@ def _run_pipeline(
                 shared=shared,
                 vectors_done=vectors_done,
                 publish=options.publish,
+                keep=options.keep,
             ),
         )
         embedder = supervisor.start_child(
@@ -322,15 +329,40 @@ def _run_pipeline(
         )
         writer.ask(FinishRun(json.dumps(summary.as_dict())), timeout=600)
         summary = replace(summary, seconds=time.monotonic() - started)
+    except KeyboardInterrupt:
+        interrupted = True
+        abort.set()  # the walker sends no more; what is written is shown before the exit
+        stop_parsing()  # a big parse would starve the writer of the GIL meanwhile
+        if options.keep is not None and "writer" in locals():
+            _keep_finished(writer)
+        raise
     finally:
         abort.set()
-        supervisor.stop_all()
+        # An interrupted run has kept what it finished: actors still busy (an ONNX batch,
+        # a big file) are not waited for, as the process ends within its grace anyway.
+        supervisor.stop_all(timeout=0.2 if interrupted else 30.0)
         with contextlib.suppress(pykka.Timeout):
             coordinator.stop(block=True, timeout=30)
         if shared is not None:
             shared.close()
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
+
+
+# Seconds an interrupted run has to show what it finished; within gbr.interrupts' grace.
+KEEP_SECONDS = 4.0
+
+
+def _keep_finished(writer: Any) -> None:
+    """Ask the writer to show the index as written, so that "finished files are kept" holds;
+    a writer that cannot within KEEP_SECONDS leaves the last index shown as it was."""
+    until = time.monotonic() + KEEP_SECONDS
+    try:
+        kept = writer.ask(KeepFinished(until), timeout=KEEP_SECONDS + 0.5)
+    except Exception as exc:  # a timeout, a dead writer: the run ends all the same
+        kept = False
+        log().warning("interrupted_not_kept", error=describe(exc))
+    log().info("interrupted_kept" if kept else "interrupted_not_kept")
 
 
 def _cancelled(options: IndexOptions) -> bool:
@@ -370,7 +402,7 @@ def _run_staged(
         before = _vectors_before(options.db)
         staged = StagedIndex(options.db)
         publish = staged.publish if options.embed_after_write else None
-        work = replace(options, db=staged.path, staged=False, publish=publish)
+        work = replace(options, db=staged.path, staged=False, publish=publish, keep=staged.keep)
         staged.begin()  # a copy cut short is never committed; the next run removes it
         try:
             summary = run_index(work, model, progress)

@@ -23,6 +23,7 @@ from gbr.actors.messages import (
     FileParsed,
     FilesRemoved,
     FinishRun,
+    KeepFinished,
     ScanTree,
     VectorsDone,
     VectorsFound,
@@ -35,6 +36,7 @@ from gbr.core.errors import StoreWriteError
 from gbr.core.graph.build import chunk_with_graph
 from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, embed_text
 from gbr.core.parse.chunker import ChunkLimits, new_parser
+from gbr.core.parse.oversize import ParseStopped
 from gbr.core.parse.walker import Scope, WalkOptions, read_file, walk
 from gbr.core.records import Chunk, FileProblem, FileState, PartialFile, SourceFile
 from gbr.core.store.facade import FileWrite, Store
@@ -44,6 +46,8 @@ from gbr.core.store.writes import StoredChunk
 from gbr.core.telemetry import log
 
 StoreFactory = Callable[[], Store]
+# Shows the index as written to readers, waiting up to the seconds given; False if it could not.
+Keep = Callable[[Store, float], bool]
 Prepare = Callable[[Sequence[Chunk]], list[StoredChunk]]
 WriteFailed = Callable[[StoreWriteError], None]
 LARGE_FILE = 1_000_000  # bytes; chunking a file this big is announced in telemetry
@@ -192,7 +196,12 @@ class ParserActor(_Stage):
             if message.source.size >= LARGE_FILE:
                 log().info("large_file_chunking", file=message.path, bytes=message.source.size)
             source = message.source
-            result, graph = chunk_with_graph(source, self.parser, self.count_tokens, self.limits)
+            try:
+                result, graph = chunk_with_graph(
+                    source, self.parser, self.count_tokens, self.limits
+                )
+            except ParseStopped:
+                return  # the run is interrupted: the file stays as it was in the index
             if isinstance(result, FileProblem):
                 self.writer.tell(FileFailed(result, source))
                 return
@@ -315,9 +324,15 @@ class EmbedderActor(_Stage):
         if not page:
             self.writer.tell(VectorsDone())
             return
-        # The caches were asked when these chunks were written: only the model is left.
         texts = {key: embed_text(chunk, self.embed_format) for _, key, chunk in page}
-        self.writer.tell(VectorsFound(embed_texts(texts, self.model, self.shared)))
+        # The shared cache was asked when these chunks were written, but not by a run that
+        # only resumes an interrupted fill: it holds what that run paid for, so ask again.
+        known = self.shared.lookup(list(texts)) if self.shared is not None else {}
+        if known:
+            self.writer.tell(VectorsFound(known, cached=True))
+        rest = {key: text for key, text in texts.items() if key not in known}
+        if rest:
+            self.writer.tell(VectorsFound(embed_texts(rest, self.model, self.shared)))
         self._texts_done += len(texts)
         log().info("embedding_progress", done=self._texts_done, page=len(texts))
         tokens, key, _ = page[-1]
@@ -383,6 +398,7 @@ class WriterActor(_Stage):
         shared: SharedVectors | None = None,
         vectors_done: threading.Event | None = None,
         publish: Callable[[Store], None] | None = None,
+        keep: Keep | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
@@ -392,6 +408,9 @@ class WriterActor(_Stage):
         self.vectors_done = vectors_done  # set once every vector is written
         # Shows the index, as written so far, to readers in other processes (staged runs).
         self.publish = publish
+        self.keep = keep  # shows the index as written when the run is interrupted
+        self._changed = False  # whether this run wrote anything yet
+        self._kept = False  # interrupted and shown: nothing more is written
         self._pace = PublishPace()
         self._store: Store | None = None
         self._flagged = False  # whether this run's writes are already marked for a rebuild
@@ -423,6 +442,10 @@ class WriterActor(_Stage):
         return [m for m in self._pending if m is not self._in_hand]
 
     def handle(self, message: Any) -> Any:
+        if self._kept:
+            return None  # what was shown is what the interrupted run keeps
+        if isinstance(message, KeepFinished):
+            return self._keep_finished(message.until)
         if isinstance(message, FileEmbedded):
             self._pending.append(message)
             if not self._batch_full() and not self.actor_inbox.empty():
@@ -448,6 +471,7 @@ class WriterActor(_Stage):
         store = self._store
         assert store is not None
         if self._pending:  # every other message sees the files sent before it written
+            self._changed = True
             self._write_pending(store)
         if isinstance(message, FileEmbedded):
             return None
@@ -455,8 +479,10 @@ class WriterActor(_Stage):
         if isinstance(message, FilesRemoved) and not self._flagged:
             store.mark_fulltext_stale()
             self._flagged = True
+        self._changed = True
         if isinstance(message, VectorsFound):
-            self.coordinator.tell(VectorsStored(store.fill_vectors(message.vectors)))
+            filled = store.fill_vectors(message.vectors)
+            self.coordinator.tell(VectorsStored(filled, cached=message.cached))
             if self._pace.due():
                 self._publish(store)
         elif isinstance(message, VectorsDone):
@@ -577,6 +603,21 @@ class WriterActor(_Stage):
             started = time.monotonic()
             how = store.update_fulltext()
             log().info("fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4))
+
+    def _keep_finished(self, until: float) -> bool:
+        """Write the files waiting and show the index as written, so that an interrupted
+        run keeps what it finished: True once shown (or when there was nothing to show)."""
+        store = self._store
+        self._kept = True
+        if store is None or self.keep is None:
+            return False
+        if self._pending:
+            self._changed = True
+            self._write_pending(store)
+        if not self._changed:
+            return True
+        with self._pace.timed():
+            return self.keep(store, max(0.0, until - time.monotonic()))
 
     def _publish(self, store: Store) -> None:
         """Show the index as written so far to its readers (IndexOptions.publish)."""

@@ -171,8 +171,18 @@ def local_index(
     only it in), with a note when a dead daemon's discovery file was removed. `prepack`:
     see load_model."""
     from gbr.access import LocalIndex
+    from gbr.core import telemetry
 
+    if settings.db is not None and settings.db.is_file() and not telemetry.has_events_file():
+        # Its events go beside the index, and its warnings to stderr: never to stdout,
+        # which carries `--json`. A folder that takes no events file costs nothing here.
+        events = telemetry.events_beside(settings.db)
+        telemetry.configure(events, echo=True, human=True, warn=_silent, least="warning")
     return LocalIndex(settings, lambda: load_model(model_dir, device, prepack), env=os.environ)
+
+
+def _silent(message: str) -> None:
+    """A search in a read-only checkout must not warn each time that events are not kept."""
 
 
 def note_stale(info: DaemonInfo | None, why: str) -> None:
@@ -266,18 +276,23 @@ def print_hits(hits: list[Hit]) -> None:
     if not hits:
         out.print("no matches")
         return
+    from gbr.commands.output import one_line
+
+    def field(text: str) -> str:
+        return escape(one_line(text))
+
     for hit in hits:
         out.print(
-            f"[bold]{hit.rank:>2}[/bold] [cyan]{escape(hit.path)}:{hit.start_line}-{hit.end_line}"
-            f"[/cyan]  {escape(hit.module)}  [magenta]{hit.kind}[/magenta] "
-            f"[bold green]{escape(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
+            f"[bold]{hit.rank:>2}[/bold] [cyan]{field(hit.path)}:{hit.start_line}-{hit.end_line}"
+            f"[/cyan]  {field(hit.module)}  [magenta]{field(hit.kind)}[/magenta] "
+            f"[bold green]{field(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
         )
         if hit.signature:
-            out.print(f"     {escape(hit.signature)}")
+            out.print(f"     {field(hit.signature)}")
         if hit.doc:
-            out.print(f"     [dim]{escape(hit.doc.split('. ')[0][:120])}[/dim]")
+            out.print(f"     [dim]{field(hit.doc.split('. ')[0][:120])}[/dim]")
         body = [
             ln for ln in hit.text.splitlines() if ln.strip() and not ln.lstrip().startswith("//")
         ]
         for line in body[1:4]:
-            out.print(f"     [dim]│[/dim] {escape(line[:110])}")
+            out.print(f"     [dim]│[/dim] {field(line[:110])}")

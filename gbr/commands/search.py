@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -110,7 +111,7 @@ def search(
             try:
                 root = index.indexed_root()
                 if query == "-":
-                    for line in sys.stdin:
+                    for line in _stdin_lines():
                         if line.strip():
                             _check_query_length(line.strip())
                             found = index.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
@@ -156,3 +157,17 @@ def _render_search(
         print_hits(hits)
     if data.get("hint") and not json_out:
         err.print(f"[yellow]note:[/yellow] {escape(data['hint'])}")
+
+
+def _stdin_lines() -> Iterator[str]:
+    """The queries of `search -`, one a line; a line that is not UTF-8 ends the run with one
+    line on stderr (exit 2), after the answers to the lines before it."""
+    from gbr.core.errors import ConfigError
+
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"line {number} of stdin is not valid UTF-8; pass queries as UTF-8 text"
+            ) from None

@@ -37,6 +37,12 @@ from gbr.access.client import (
     MAX_QUERY_CHARS,
     PROVIDER_ENV_HEADER,
 )
+from gbr.core.answer.limits import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_ANSWER,
+    MAX_DEADLINE,
+    MAX_MAX_ANSWER,
+)
 from gbr.core.answer.oracle import AskOptions, AskOutcome
 from gbr.core.errors import (
     ConfigError,
@@ -148,6 +154,18 @@ class AskRequest(BaseModel):
     graph_context: bool = Field(
         AskOptions().graph_context,
         description="Add the signatures of what the chosen chunks call or use.",
+    )
+    deadline: float = Field(
+        DEFAULT_DEADLINE,
+        gt=0,
+        le=MAX_DEADLINE,
+        description="Seconds for the whole answer; past it the answer stops with an error.",
+    )
+    max_answer_bytes: int = Field(
+        DEFAULT_MAX_ANSWER,
+        ge=1,
+        le=MAX_MAX_ANSWER,
+        description="Largest answer (UTF-8 bytes); past it the answer stops with an error.",
     )
     provider: str | None = Field(None, max_length=100)
     model: str | None = Field(None, max_length=200)
@@ -279,6 +297,8 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
             dry_run=body.dry_run,
             tests=body.tests,
             graph_context=body.graph_context,
+            deadline=body.deadline,
+            max_answer_bytes=body.max_answer_bytes,
         )
         history = [ChatMessage(m.role, m.content) for m in body.history]
         client_env = parse_provider_env(provider_env)

@@ -11,6 +11,7 @@ server.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -38,6 +39,7 @@ from pydantic import Field, ValidationError
 from gbr import __version__
 from gbr.access import CodeIndex, Found, LlmChoice, LocalIndex, chosen
 from gbr.access.choose import StaleNote
+from gbr.core.answer.limits import answer_cap, answer_deadline
 from gbr.core.answer.oracle import AskOptions
 from gbr.core.answer.prompt import render_chunk
 from gbr.core.errors import GbrError, IndexEmptyError
@@ -140,7 +142,14 @@ def build_server(
     ) -> CallToolResult:
         """Answer a question from the package's code with path:line citations (calls an LLM)."""
         options = AskOptions(
-            max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=tests
+            max_chunks=k,
+            budget=budget,
+            rerank=rerank,
+            hyde=hyde,
+            dry_run=dry_run,
+            tests=tests,
+            deadline=answer_deadline(os.environ),
+            max_answer_bytes=answer_cap(os.environ),
         )
         with index_for_call() as index:
             outcome = index.ask(question, options, LlmChoice(provider, model))

@@ -20,6 +20,12 @@ from gbr.core.answer.context import (
     render_with_outlines,
     used_outlines,
 )
+from gbr.core.answer.limits import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_ANSWER,
+    cap_message,
+    deadline_message,
+)
 from gbr.core.answer.prompt import (
     HYDE_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
@@ -37,7 +43,7 @@ from gbr.core.answer.prompt import (
     sources,
     user_prompt,
 )
-from gbr.core.errors import MissingKeyError, ProviderError
+from gbr.core.errors import AnswerLimitError, MissingKeyError, ProviderError
 from gbr.core.graph.model import Definition
 from gbr.core.graph.store import GraphReader
 from gbr.core.llm.base import LlmProvider, Message
@@ -71,6 +77,8 @@ class AskOptions:
     tests: TestPolicy = DEFAULT_TEST_POLICY  # test and example code: include, demote, exclude
     # Outlines of what the chosen chunks call or use, in the budget they leave (graph/context).
     graph_context: bool = True
+    deadline: float = DEFAULT_DEADLINE  # seconds for the whole answer (gbr.core.answer.limits)
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER  # of answer text; the stream is stopped past it
 
 
 @dataclass
@@ -423,13 +431,15 @@ class Oracle:
         cancelled = False
         error: str | None = None
         ask_started = time.perf_counter()
+        until = time.monotonic() + options.deadline
+        size = 0
         stream = None
         try:
             if cancel is not None and cancel.is_set():
                 cancelled = True
             else:
                 stream = self.provider.stream(
-                    prepared.messages, max_tokens=options.max_answer_tokens
+                    prepared.messages, max_tokens=options.max_answer_tokens, until=until
                 )
             for delta in stream or ():
                 if cancel is not None and cancel.is_set():
@@ -440,6 +450,16 @@ class Oracle:
                 parts.append(delta)
                 if on_token is not None:
                     on_token(delta)
+                size += len(delta.encode("utf-8", "replace"))
+                if size > options.max_answer_bytes:
+                    raise AnswerLimitError(cap_message(options.max_answer_bytes))
+                if time.monotonic() >= until:
+                    raise AnswerLimitError(deadline_message(options.deadline))
+        except AnswerLimitError:  # here, or the provider's own stop at the deadline
+            over = size > options.max_answer_bytes
+            error = cap_message(options.max_answer_bytes) if over else None
+            error = error or deadline_message(options.deadline)
+            log().warning("ask_stopped", provider=self.provider.name, bytes=size, reason=error)
         except ProviderError as exc:
             error = str(exc)
             log().warning("ask_failed", provider=self.provider.name, error=type(exc).__name__)

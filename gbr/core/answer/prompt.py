@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,8 +164,33 @@ def fit_history(history: Sequence[Message], budget: int) -> list[Message]:
     return [m for turn in reversed(kept) for m in turn]
 
 
-# path:line or path:start-end, where path ends in .gleam
-_CITATION = re.compile(r"([\w./-]+\.gleam):(\d+)(?:-(\d+))?")
+# path:line or path:start-end, where path ends in .gleam. One regex for the whole
+# (`([\w./-]+\.gleam):(\d+)…`) retries every start inside a long run of word characters
+# and is quadratic on it: a base64 blob in an answer froze `ask` for minutes. The scan
+# below takes each maximal run of path characters once, so it is linear, and finds the
+# same citations.
+_PATH_RUN = re.compile(r"[\w./-]+")
+_LINES_AFTER = re.compile(r":(\d+)(?:-(\d+))?")
+_GLEAM = ".gleam"
+
+
+def scan_citations(answer: str) -> Iterator[tuple[str, int, int]]:
+    """(path, first, last) of every `path.gleam:line[-end]` in `answer`, in order."""
+    if _GLEAM + ":" not in answer:
+        return
+    taken = 0  # where the last citation ended: its line digits open the next run
+    for run in _PATH_RUN.finditer(answer):
+        end = run.end()
+        start = max(run.start(), taken)
+        if end - start <= len(_GLEAM) or not answer.endswith(_GLEAM, start, end):
+            continue
+        lines = _LINES_AFTER.match(answer, end)
+        if lines is None:
+            continue
+        first = int(lines.group(1))
+        last = int(lines.group(2)) if lines.group(2) else first
+        taken = lines.end()
+        yield answer[start:end], first, last
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +227,7 @@ def check_citations(
         spans.setdefault(path, []).append((first, last))
     out: list[Citation] = []
     seen: set[tuple[str, int, int]] = set()
-    for match in _CITATION.finditer(answer):
-        path, first = match.group(1), int(match.group(2))
-        last = int(match.group(3)) if match.group(3) else first
+    for path, first, last in scan_citations(answer):
         key = (path, first, last)
         if key in seen:
             continue

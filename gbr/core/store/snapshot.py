@@ -238,9 +238,14 @@ class StagedIndex:
         another connection of this process reads. Readers that opened the old index keep
         it; the run goes on in the copy.
         """
-        if not store.checkpoint(wait=1.0):
+        self.keep(store, wait=1.0)
+
+    def keep(self, store: Store, wait: float) -> bool:
+        """`publish`, waiting up to `wait` s for readers in this process; False if skipped.
+        An interrupted run calls it last, to keep what it finished."""
+        if not store.checkpoint(wait=wait):
             log().info("publish_deferred", reason="another connection is reading")
-            return
+            return False
         tmp = self.db.with_name(self.db.name + ".publish")
         try:
             _copy(self.path, tmp)
@@ -250,6 +255,7 @@ class StagedIndex:
             tmp.unlink(missing_ok=True)
             raise write_error(self.db, exc) from exc
         _fsync_dir(self.db.parent)
+        return True
 
     def discard(self) -> None:
         self.path.unlink(missing_ok=True)
