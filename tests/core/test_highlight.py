@@ -23,7 +23,9 @@ def classes_of(row: list[Segment]) -> dict[str, str]:
     return {s[0]: s[1] for s in row if s[0].strip()}
 
 
-@pytest.mark.parametrize("path", sorted(EXAMPLES.rglob("*.gleam")), ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "path", sorted(EXAMPLES.rglob("*.gleam")), ids=lambda p: f"{p.parent.name}/{p.name}"
+)
 def test_every_line_of_the_examples_comes_back_exactly(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     drawn = draw(text)
@@ -34,7 +36,7 @@ def test_every_line_of_the_examples_comes_back_exactly(path: Path) -> None:
 
 def test_a_function_is_classed_by_what_each_word_is() -> None:
     drawn = draw(
-        'import gleam/list\n\n/// Doubles.\npub fn double(xs: List(Int)) -> List(Int) {\n'
+        "import gleam/list\n\n/// Doubles.\npub fn double(xs: List(Int)) -> List(Int) {\n"
         "  list.map(xs, fn(x) { x * 2 }) // twice\n}\n"
     )
     assert classes_of(drawn[0]) == {"import": "keyword", "gleam/list": "module"}
@@ -73,7 +75,7 @@ def test_links_off_the_text_are_ignored() -> None:
 
 
 def test_broken_code_still_comes_back_whole() -> None:
-    source = "pub fn broken( {\n  let x = \n}\n\"unclosed\n"
+    source = 'pub fn broken( {\n  let x = \n}\n"unclosed\n'
     drawn = draw(source)
     assert ["".join(s[0] for s in row) for row in drawn] == source.split("\n")
 
