@@ -7,7 +7,7 @@ inline script, no inline style, no other host. Everything it shows comes from th
 guarded API, and it writes index data into the page as text, never as HTML.
 
 `/web/file` reads a file of the index from disk and answers it highlighted (see
-gbr.core.highlight), with the names the code graph knows as links; `/web/examples` gives
+gbr.core.parse.highlight), with the names the code graph knows as links; `/web/examples` gives
 the empty page a few queries drawn from the package itself.
 """
 
@@ -22,7 +22,7 @@ from fastapi.params import Depends
 from fastapi.responses import Response
 
 from gbr.core.errors import ConfigError, IndexEmptyError
-from gbr.core.highlight import Link, lines, spans
+from gbr.core.parse.highlight import Link, lines, spans
 from gbr.daemon.gate import error_response
 
 CSP = (
@@ -137,7 +137,7 @@ def file_view(con: Any, root: Path, rel: str) -> Any:
         raise ConfigError(f"{rel[:200]!r} is larger than the page draws ({MAX_FILE_BYTES} bytes)")
     content = content.removeprefix(BOM)
     module_row = con.execute("SELECT module FROM files WHERE path = ?", [rel]).fetchone()
-    from gbr.core.chunker import new_parser
+    from gbr.core.parse.chunker import new_parser
 
     tree = new_parser().parse(content)
     links = [

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gbr.core.chunker import new_parser
-from gbr.core.highlight import CLASSES, Link, Segment, lines, spans
+from gbr.core.parse.chunker import new_parser
+from gbr.core.parse.highlight import CLASSES, Link, Segment, lines, spans
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

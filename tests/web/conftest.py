@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from tests.conftest import EXAMPLE
 from tests.daemon.conftest import RunningDaemon, clean_env, index_once, start_daemon
 from tests.fake_llm import FakeLlm
