@@ -69,6 +69,7 @@ async function poll() {
   }
   lastOk = Date.now();
   document.getElementById("state").replaceChildren(...describe(status, health));
+  if (!performance.getEntriesByName("gbr-status").length) performance.mark("gbr-status");
 }
 
 export function startStatus() {
