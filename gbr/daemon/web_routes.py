@@ -81,7 +81,9 @@ def add_web_routes(app: FastAPI, daemon: Any, auth: list[Depends], errors: dict[
             body, media_type=kind, headers={**PAGE_HEADERS, "cache-control": "no-cache"}
         )
 
-    @app.get("/web/file", dependencies=auth, responses=errors, tags=["web"])
+    not_indexed = {404: {"description": "The index holds no such file (search shows paths)."}}
+
+    @app.get("/web/file", dependencies=auth, responses={**errors, **not_indexed}, tags=["web"])
     def file(path: IndexedPath) -> Any:
         """A file of the index, whole: each line as `[text, class, target?]` segments, and
         the file's definitions. `target` is a name for `/graph/*`."""
