@@ -159,8 +159,8 @@ def keystrokes(browser: Any, url: str, queries: list[str]) -> dict[str, list[flo
             except Exception:
                 raise SystemExit(
                     f"the page never drew {query!r}: it drew "
-                    f"{page.evaluate('document.body.dataset.query')!r}, the box holds "
-                    f"{page.input_value('#q')!r}"
+                    f"{page.evaluate('document.body.dataset.query')!r} and says "
+                    f"{page.inner_text('#summary')!r}"
                 ) from None
             page.wait_for_timeout(300)  # the last draw's frame
             measured = page.evaluate(

@@ -119,26 +119,38 @@ export function showSearch(main, params) {
     clearTimeout(timer);
     syncUrl();
     const query = state.q.trim();
-    if (controller) controller.abort();
     const mine = ++seq;
-    if (!query) { showExamples(); return; }
+    if (!query) {
+      if (controller) controller.abort();
+      controller = null;
+      showExamples();
+      return;
+    }
     examples.hidden = true;
-    controller = new AbortController();
+    // One search on its way at a time: the daemon finishes a search whose caller went
+    // away, so aborting each keystroke's request would only pile them up on a slow
+    // daemon. Input typed meanwhile is sent when the answer comes, and that answer,
+    // stale by then, is dropped.
+    if (controller) return;
+    const sent = (controller = new AbortController());
     const body = { query, k: state.k, mode: state.mode, tests: state.tests };
     if (state.kind) body.kinds = [state.kind];
     if (state.path) body.path = state.path;
     let data;
     performance.mark("gbr-request");
     try {
-      data = await postJson("/search", body, controller.signal);
+      data = await postJson("/search", body, sent.signal);
     } catch (error) {
-      if (error.name === "AbortError" || mine !== seq) return;
+      if (controller === sent) controller = null;
+      if (error.name === "AbortError") return;
+      if (mine !== seq) { run(); return; }
       list.replaceChildren();
       more.hidden = true;
       summary.replaceChildren(el("span", { class: "error" }, error.message));
       return;
     }
-    if (mine !== seq) return; // a newer keystroke's answer is on its way
+    if (controller === sent) controller = null;
+    if (mine !== seq) { run(); return; } // newer input came while this one was on its way
     performance.mark("gbr-response");
     performance.measure("gbr-search", "gbr-request", "gbr-response");
     hits = data.results;
@@ -193,6 +205,6 @@ export function showSearch(main, params) {
     open: () => { const hit = current(); if (hit) window.gbrNavigate(fileHref(hit.path, hit.start_line, hit.end_line)); },
     permalink: () => { const hit = current(); return hit ? location.origin + fileHref(hit.path, hit.start_line, hit.end_line) : location.href; },
     graphName: () => { const hit = current(); return hit && hit.name ? `${hit.module}.${hit.name}` : null; },
-    leave: () => { clearTimeout(timer); if (controller) controller.abort(); },
+    leave: () => { clearTimeout(timer); if (controller) controller.abort(); controller = null; },
   };
 }
