@@ -224,9 +224,12 @@ def test_markup_in_indexed_code_is_shown_as_text(page: Any, daemon: RunningDaemo
     assert page.locator("main script, main img").count() == 0
 
 
-def test_the_call_graph_is_drawn_and_its_nodes_are_links(page: Any, daemon: RunningDaemon) -> None:
+def test_the_call_graph_is_drawn_and_its_nodes_are_links(
+    page: Any, daemon: RunningDaemon, tmp_path: Path
+) -> None:
     page.goto(page_url(daemon, {"graph": "bookshelf/isbn.parse"}))
     page.wait_for_selector("svg#callgraph g.node.focus")
+    screenshot(page, tmp_path, "web-graph.png")
     ids = page.locator("svg#callgraph g.node").evaluate_all("ns => ns.map(n => n.dataset.id)")
     assert {"bookshelf/catalog.get_by_isbn", "bookshelf/isbn.normalise"} <= set(ids)
     assert (
@@ -249,7 +252,7 @@ def test_the_call_graph_is_drawn_and_its_nodes_are_links(page: Any, daemon: Runn
 
 
 def test_an_answer_streams_with_citations_and_sources(
-    page: Any, daemon: RunningDaemon, fake: FakeLlm
+    page: Any, daemon: RunningDaemon, fake: FakeLlm, tmp_path: Path
 ) -> None:
     text = (
         "Call `is_valid` with the text; it parses it with `parse` "
@@ -280,6 +283,7 @@ def test_an_answer_streams_with_citations_and_sources(
     page.fill("#question", "and where is it called from?")
     page.click("#ask-send")
     page.wait_for_function("() => document.body.dataset.answered === '4'")
+    screenshot(page, tmp_path, "web-ask.png")
     later = fake.requests[asked:]
     assert any("how do I check that an ISBN is valid?" in r.prompt for r in later)
     cite.click()

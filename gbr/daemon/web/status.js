@@ -44,13 +44,13 @@ function describe(status, health) {
 }
 
 async function poll() {
-  let health;
-  try {
-    health = await getJson("/health");
-  } catch {
+  // Both at once: the state is drawn when the slower of the two comes, not after the sum.
+  const [healthy, stated] = await Promise.allSettled([getJson("/health"), getJson("/status")]);
+  if (healthy.status === "rejected") {
     dead();
     return;
   }
+  const health = healthy.value;
   if (firstPid === null) firstPid = health.pid;
   if (health.pid !== firstPid) {
     banner(`The daemon was restarted (pid ${firstPid} is now ${health.pid}); reload the page.`, true);
@@ -60,15 +60,12 @@ async function poll() {
   } else {
     clearBanner();
   }
-  let status;
-  try {
-    status = await getJson("/status");
-  } catch (error) {
-    if (error.status === 401) document.getElementById("state").textContent = "token needed";
+  if (stated.status === "rejected") {
+    if (stated.reason.status === 401) document.getElementById("state").textContent = "token needed";
     return;
   }
   lastOk = Date.now();
-  document.getElementById("state").replaceChildren(...describe(status, health));
+  document.getElementById("state").replaceChildren(...describe(stated.value, health));
   if (!performance.getEntriesByName("gbr-status").length) performance.mark("gbr-status");
 }
 
