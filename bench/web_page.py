@@ -37,16 +37,9 @@ from evaluation import load_queries
 
 from gbr.actors.pipeline import IndexOptions, run_index
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+sys.path.insert(0, str(bc.REPO))
+from tests.web.chromium import CHROMIUM, launch
+
 TOKEN = "bench-web-page-token"
 FIRST_LOAD_TARGET_MS = 300.0
 DRAW_TARGET_MS = 100.0
@@ -98,7 +91,7 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
     try:
         results["corpus"]["chunks"] = daemon.status()["chunks"]
         with sync_playwright() as driver:
-            browser = driver.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            browser = launch(driver)
             try:
                 bc.log_step(f"first loads: 1 to warm up, then {args.loads}")
                 first_load(browser, daemon.url)  # warm: the daemon's first /web/examples

@@ -81,7 +81,9 @@ def add_web_routes(app: FastAPI, daemon: Any, auth: list[Depends], errors: dict[
             body, media_type=kind, headers={**PAGE_HEADERS, "cache-control": "no-cache"}
         )
 
-    not_indexed = {404: {"description": "The index holds no such file (search shows paths)."}}
+    not_indexed: dict[int | str, dict[str, Any]] = {
+        404: {"description": "The index holds no such file (search shows paths)."}
+    }
 
     @app.get("/web/file", dependencies=auth, responses={**errors, **not_indexed}, tags=["web"])
     def file(path: IndexedPath) -> Any:

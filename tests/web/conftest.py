@@ -20,17 +20,8 @@ from gbr.core.embed.embedder import OnnxEmbedder
 from tests.conftest import EXAMPLE
 from tests.daemon.conftest import RunningDaemon, clean_env, index_once, start_daemon
 from tests.fake_llm import FakeLlm
+from tests.web.chromium import CHROMIUM, launch
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TOKEN = "web-page-token-5c1d"
 KEY = "gsk-test-WEB-1234567890"
 # A Gleam string holding markup: the page must show it as text, and never run it.
@@ -67,7 +58,7 @@ def browser() -> Iterator[Any]:
 
     driver = sync_playwright().start()
     try:
-        launched = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        launched = launch(driver)
         try:
             yield launched
         finally:
