@@ -59,7 +59,8 @@ def index(
     rebuild: Annotated[
         bool,
         typer.Option(
-            "--rebuild", help="Recreate the index from the source tree; the old file is kept aside."
+            "--rebuild",
+            help="Recreate the index from the source tree (the old file goes once it is done).",
         ),
     ] = False,
     follow_outside_links: Annotated[
@@ -112,11 +113,15 @@ def index(
                     err.print(f"[dim]indexing through the daemon (pid {chosen_index.pid})[/dim]")
                 summary = chosen_index.index()
             else:
-                _set_aside_if_needed(db_path, rebuild)
+                old = _set_aside_if_needed(db_path, rebuild)
                 local.model  # noqa: B018 - loaded before the bar starts
                 show_bar = not json_out and err.is_terminal
                 with progress_bar(show_bar) as on_progress:
                     summary = local.index(progress=on_progress)
+                if old is not None:  # the rebuild is in: the old file has no more use
+                    from gbr.core.store.files import remove_aside
+
+                    remove_aside(old)
         if json_out:
             from gbr.commands.output import stamped
 
@@ -140,23 +145,31 @@ def _daemon_in_the_way(pid: int, db: Path) -> GbrError:
     )
 
 
-def _set_aside_if_needed(db: Path, rebuild: bool) -> None:
-    """Before a run: with --rebuild, or when the file is damaged, move it aside (one line)."""
+def _set_aside_if_needed(db: Path, rebuild: bool) -> Path | None:
+    """Before a run: with --rebuild, or when the file is damaged, move it aside (one line).
+
+    Returns the old file of a --rebuild, which the caller removes once the new index is in
+    (a damaged file is kept for a look, and `status` lists it); a rebuild cut short leaves
+    it where the line says."""
     from gbr.core.store.facade import check_index, set_aside
 
     if not db.exists():
-        return
+        return None
     bad = check_index(db)
     if bad is None and not rebuild:
-        return
+        return None
     aside = set_aside(db, "corrupt" if bad is not None else "old")
     if bad is not None:
         err.print(
             f"[yellow]the index {escape(str(db))} could not be read ({escape(bad.detail)}); "
             f"kept it as {escape(aside.name)} and rebuilding it from the source tree[/yellow]"
         )
-    else:
-        err.print(f"[dim]kept the old index as {escape(aside.name)}; rebuilding it[/dim]")
+        return None
+    err.print(
+        f"[dim]moved the old index to {escape(aside.name)} while rebuilding; it is removed "
+        "when the rebuild is done[/dim]"
+    )
+    return aside
 
 
 def _confirm_wide(root: Path, yes: bool) -> None:

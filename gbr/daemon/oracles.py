@@ -3,23 +3,80 @@
 A model name is free text, so the actors cannot be kept one per name for ever: the least
 recently used one is stopped when a new kind would pass MAX_ORACLES, and its provider is
 closed only once the answer it may be streaming is done.
+
+Whose provider settings: the asking shell's, when it sets any. A client sends the provider
+variables of its environment (keys, base URLs, models: `provider_env_vars`) with each
+/ask, and they replace the daemon's own for that question; a client that sets none is
+answered with the daemon's. The daemon is the same user's, on loopback, behind its token,
+so a key crossing to it goes nowhere it could not already be read; it is never logged, and
+only a digest of the settings names the actor that holds them.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Mapping
 
 from gbr.access import Answering, LlmChoice, open_provider, open_reranker
 from gbr.actors.oracle import OracleActor
 from gbr.actors.supervisor import ChildRef, Supervisor
+from gbr.core.errors import ConfigError
+from gbr.core.llm import provider_env_vars
 from gbr.core.llm.base import LlmProvider
 from gbr.core.rank.search import Searcher
 from gbr.core.telemetry import log
 
-# (with an LLM, provider, model, reranker): the names as asked, None meaning the default.
-OracleKey = tuple[bool, str | None, str | None, str | None]
-NO_LLM: OracleKey = (False, None, None, None)  # dry runs, and asks with no provider set up
+# (with an LLM, provider, model, reranker, digest of the client's provider settings): the
+# names as asked, None meaning the default (the daemon's own settings, for the digest).
+OracleKey = tuple[bool, str | None, str | None, str | None, str | None]
+NO_LLM: OracleKey = (False, None, None, None, None)  # dry runs, and asks with no provider
+MAX_SETTING_CHARS = 4096  # one provider variable's value, as a client may send it
+
+
+def parse_provider_env(raw: str | None) -> dict[str, str] | None:
+    """The provider variables a client sent (the X-Gbr-Provider-Env header, a JSON object),
+    or None when it sent none; anything else than provider variables is a ConfigError."""
+    if raw is None or not raw.strip():
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    known = set(provider_env_vars())
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) and len(v) <= MAX_SETTING_CHARS
+        for k, v in data.items()
+    ):
+        raise ConfigError(
+            "the provider settings header must be a JSON object of provider variables to "
+            "strings; send the variables gbr's providers read, or no header"
+        )
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"not a provider variable: {', '.join(unknown[:3])}; send only "
+            f"{', '.join(sorted(known))}"
+        )
+    return {k: v for k, v in data.items() if v.strip()} or None
+
+
+def settings_env(own: Mapping[str, str], client: Mapping[str, str] | None) -> Mapping[str, str]:
+    """The environment a provider is opened with: the daemon's, its provider variables
+    replaced by the client's when the client sent any (never a mix of the two)."""
+    if not client:
+        return own
+    known = set(provider_env_vars())
+    return {**{k: v for k, v in own.items() if k not in known}, **client}
+
+
+def settings_digest(client: Mapping[str, str] | None) -> str | None:
+    """What tells two clients' settings apart in an OracleKey, without holding a key."""
+    if not client:
+        return None
+    return hashlib.sha256(json.dumps(sorted(client.items())).encode()).hexdigest()[:16]
+
 
 MAX_ORACLES = 8  # distinct (provider, model, reranker) actors kept; the oldest unused goes
 
@@ -37,8 +94,11 @@ class Oracles:
     def __len__(self) -> int:
         return len(self._oracles)
 
-    def get(self, key: OracleKey, searcher: Searcher) -> ChildRef:
-        """One supervised Oracle actor per (provider, model, reranker), made on first use.
+    def get(
+        self, key: OracleKey, searcher: Searcher, client: Mapping[str, str] | None = None
+    ) -> ChildRef:
+        """One supervised Oracle actor per (provider, model, reranker, settings), made on
+        first use; `client` is the asking client's provider variables (key[4] their digest).
 
         Each answers one question at a time, so two asks of one kind queue. A provider that
         lacked its key is looked up again next time, since it may have been configured since.
@@ -48,9 +108,10 @@ class Oracles:
             if known is not None:
                 self._oracles[key] = known  # now the most recently used
                 return known[0]
-            with_llm, provider_name, model, spec = key
-            llm = open_provider(LlmChoice(provider_name, model), self._env) if with_llm else None
-            reranker = open_reranker(bool(spec), spec, llm, self._env)
+            with_llm, provider_name, model, spec, _ = key
+            env = settings_env(self._env, client)
+            llm = open_provider(LlmChoice(provider_name, model), env) if with_llm else None
+            reranker = open_reranker(bool(spec), spec, llm, env)
             oracle = Answering(llm, reranker).oracle(searcher)
             self._serial += 1
             name = f"oracle-{self._serial}"
@@ -67,6 +128,7 @@ class Oracles:
                 provider=llm.name if llm else None,
                 model=llm.model if llm else None,
                 reranker=spec,
+                settings="client" if client else "daemon",
             )
             return child
 

@@ -61,7 +61,14 @@ from gbr.core.store.postings_memory import SERVING_BUDGET
 from gbr.core.telemetry import log
 from gbr.daemon.filler import Filler, quiet_seconds
 from gbr.daemon.metrics import Metrics
-from gbr.daemon.oracles import NO_LLM, OracleKey, Oracles, close_provider
+from gbr.daemon.oracles import (
+    NO_LLM,
+    OracleKey,
+    Oracles,
+    close_provider,
+    settings_digest,
+    settings_env,
+)
 from gbr.daemon.reporting import degraded, describe_metrics, printable
 from gbr.daemon.watcher import Watcher
 
@@ -132,6 +139,7 @@ class Daemon:
         self.pipeline_dead_letters = 0
         self._cancel = threading.Event()
         self.oracles = Oracles(self.supervisor, config.env)
+        self._own_llm: dict[str, Any] | None = None
         self._waiting: set[Future[IndexSummary]] = set()
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
         self._answering_lock = threading.Lock()
@@ -377,10 +385,13 @@ class Daemon:
         provider: str | None,
         model: str | None,
         history: Sequence[Message] = (),
+        client_env: Mapping[str, str] | None = None,
     ) -> AskPlan:
         """Resolve the provider and the Oracle first, so a bad name is a 400, not a stream.
 
         `history` goes to the Oracle as a local chat sends it, which fits it to the budget.
+        `client_env`: the asking client's provider variables, used instead of the daemon's
+        (gbr.daemon.oracles says why).
         """
         if not question.strip():
             raise ConfigError("the question is empty; ask something about the code")
@@ -389,7 +400,8 @@ class Daemon:
         if not options.dry_run:
             spec = default_reranker_spec(self.config.env) if options.rerank else None
             try:
-                oracle = self._oracle((True, provider, model, spec))
+                key = (True, provider, model, spec, settings_digest(client_env))
+                oracle = self.oracles.get(key, self._searcher(), client_env)
                 return AskPlan(question, options, oracle, None, turns)
             except MissingKeyError as exc:
                 missing = exc
@@ -398,20 +410,47 @@ class Daemon:
     def _oracle(self, key: OracleKey) -> ChildRef:
         return self.oracles.get(key, self._searcher())
 
-    def check_llm(self, provider: str | None, model: str | None) -> dict[str, Any]:
-        """Which provider and model an /ask with these names would use; calls nothing.
-
-        The daemon holds the keys, so only it can say; a missing key is an answer here
+    def check_llm(
+        self,
+        provider: str | None,
+        model: str | None,
+        client_env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Which provider and model an /ask with these names (and `client_env`, the client's
+        provider variables) would use; calls nothing. A missing key is an answer here
         (`configured` false), an unknown provider name a ConfigError.
         """
         try:
-            llm = open_provider(LlmChoice(provider, model), self.config.env)
+            llm = open_provider(
+                LlmChoice(provider, model), settings_env(self.config.env, client_env)
+            )
         except MissingKeyError as exc:
             return {"provider": exc.provider, "model": None, "configured": False, "error": str(exc)}
         try:
             return {"provider": llm.name, "model": llm.model, "configured": True, "error": None}
         finally:
             close_provider(llm)
+
+    def own_llm(self) -> dict[str, Any]:
+        """The provider, model and base URL an ask that brings no settings is answered with
+        (never the key), for `status`; read once, as the daemon's environment is."""
+        if self._own_llm is None:
+            try:
+                llm = open_provider(LlmChoice(), self.config.env)
+            except GbrError as exc:
+                self._own_llm = {"provider": None, "model": None, "base_url": None}
+                self._own_llm["error"] = str(exc)
+                return self._own_llm
+            try:
+                from gbr.core.llm.http_provider import safe_url
+
+                url = getattr(getattr(llm, "settings", None), "base_url", None)
+                base_url = safe_url(url) if isinstance(url, str) else None  # no user info
+                self._own_llm = {"provider": llm.name, "model": llm.model, "base_url": base_url}
+                self._own_llm["error"] = None
+            finally:
+                close_provider(llm)
+        return self._own_llm
 
     def run_ask(
         self,
@@ -506,6 +545,7 @@ class Daemon:
                 "dead_letters": self.supervisor.dead_letters + self.pipeline_dead_letters,
                 "degraded": str(self.supervisor.given_up) if self.supervisor.given_up else None,
                 "last_batch": self.last_batch,
+                "llm": self.own_llm(),
             }
         )
         shown: dict[str, Any] = printable(report)

@@ -342,6 +342,7 @@ def unchanged_summary(
         files_dropped=len(dropped),
         files_partial=len(partly),
         seconds=time.monotonic() - started,
+        chunks_in_index=chunks,
         dropped=tuple(dropped),
         partial=tuple(partly),
     )
