@@ -90,11 +90,16 @@ def serve(
     max_body: Annotated[
         str, typer.Option("--max-body", help="Largest request body read (e.g. 8MB).")
     ] = "8MB",
+    open_browser: Annotated[
+        bool,
+        typer.Option("--open", help="Open the web page in the default browser once serving."),
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
     with errors(debug):
         from gbr.actors.faults import parse_faults
+        from gbr.commands.web_page import open_page, page_url
         from gbr.core.errors import ConfigError
         from gbr.core.paths import default_db
         from gbr.daemon.server import DEFAULT_PORT
@@ -133,11 +138,17 @@ def serve(
         )
 
         def announce(info: DaemonInfo) -> None:
+            # The token goes into the printed link only on a terminal, never into a log.
+            shown = page_url(info.url, token if _is_terminal(sys.stdout) else None)
+            asks = " (it asks for the token)" if token and shown == page_url(info.url, None) else ""
             with suppress(*_DEAD_STREAM):  # a pipe whose reader is gone: serve anyway
                 out.print(
                     f"serving {escape(info.db)} at {info.url} (pid {info.pid}); Ctrl-C stops it"
                 )
+                out.print(f"web page: {escape(shown)}{asks}")
                 sys.stdout.flush()
+            if open_browser:
+                open_page(page_url(info.url, token), note)
 
         def note(message: str) -> None:
             with suppress(*_DEAD_STREAM):

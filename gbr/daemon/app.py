@@ -63,6 +63,7 @@ from gbr.daemon.graph_routes import add_graph_routes
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
 from gbr.daemon.oracles import parse_provider_env
 from gbr.daemon.service import AskPlan, Daemon
+from gbr.daemon.web_routes import add_web_routes
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies and clients from timing out
 FIRST_PASS_RETRY_SECONDS = 5
@@ -347,6 +348,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         return PlainTextResponse(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
     add_graph_routes(app, daemon, auth, _ERRORS)
+    add_web_routes(app, daemon, auth, _ERRORS)
     posts = [r.path for r in app.routes if isinstance(r, APIRoute) and "POST" in (r.methods or ())]
     policy = policy or HttpPolicy.for_bind(daemon.config.host)
     app.add_middleware(Gate, policy=policy, json_posts=posts)
