@@ -364,7 +364,6 @@ class LocalIndex:
             follow_outside_links=s.follow_outside_links,
             embed_cache=s.embed_cache,
             staged=True,
-            embed_after_write=True,
         )
         model = self.model
         self._settle()

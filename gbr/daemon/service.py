@@ -257,7 +257,6 @@ class Daemon:
             embed_cache=self.config.embed_cache,
             only=only,
             cancel=self._cancel,
-            embed_after_write=True,
             publish=self._reload_early,
         )
         self.indexing = kind
