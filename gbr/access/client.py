@@ -38,7 +38,6 @@ READ_TIMEOUT = 120.0
 # fits what it gets to the budget anyway; the caps only keep one request from being huge.
 HISTORY_MAX_MESSAGES = 100
 HISTORY_MAX_CHARS = 20_000  # per message
-MAX_QUERY_CHARS = 10_000  # a search query, here and in a local search alike
 
 
 class DaemonClient:

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from gbr.access.requests import MAX_ASK_K
+
 DbOption = Annotated[
     Path | None,
     typer.Option("--db", help="DuckDB index file [default: PATH/.gbr/index.duckdb]"),
@@ -44,7 +46,7 @@ ProviderOption = Annotated[
 ]
 LlmModelOption = Annotated[str | None, typer.Option("--model", help="The provider's model.")]
 MaxChunksOption = Annotated[
-    int, typer.Option("-k", "--top", min=1, max=50, help="Most chunks to send.")
+    int, typer.Option("-k", "--top", min=1, max=MAX_ASK_K, help="Most chunks to send.")
 ]
 RerankOption = Annotated[
     bool, typer.Option("--rerank/--no-rerank", help="Fetch 30 candidates and rerank them.")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
 Visibility = Literal["pub", "private"]
 # What a search does with test and example code (gbr.core.rank.priors applies it).
 TestPolicy = Literal["include", "demote", "exclude"]
+TEST_POLICIES: tuple[TestPolicy, ...] = get_args(TestPolicy)
 DEFAULT_TEST_POLICY: TestPolicy = "demote"
+# How a search ranks: by meaning (dense), by words (bm25), or both fused.
+Mode = Literal["hybrid", "dense", "bm25"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from gbr.core.errors import ConfigError
+from gbr.core.records import MODES, TEST_POLICIES
 
 # Where `index` and `serve` may embed; embed.device picks among them.
 DEVICES = ("auto", "cpu", "cuda")
 
 SETTINGS_FILE = "settings.toml"
-MODES = ("hybrid", "dense", "bm25")
-TESTS = ("include", "demote", "exclude")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +89,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_file_size": _size,
     "k": _k,
     "mode": _choice(MODES),
-    "tests": _choice(TESTS),
+    "tests": _choice(TEST_POLICIES),
     "embed_cache": _bool,
     "device": _choice(DEVICES),
 }

@@ -1,4 +1,8 @@
-"""The daemon's Oracle actors: one per (provider, model, reranker) asked for, in a small LRU.
+"""The daemon's Oracle actors: one per kind of answering asked for, in a small LRU.
+
+What a question is answered with is resolved as a local ask resolves it
+(gbr.access.answering), and told apart by the same key.
+
 
 A model name is free text, so the actors cannot be kept one per name for ever: the least
 recently used one is stopped when a new kind would pass MAX_ORACLES, and its provider is
@@ -10,18 +14,17 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 
-from gbr.access import Answering, LlmChoice, open_provider, open_reranker
+from gbr.access.answering import Answering, AnsweringKey, answering_key, resolve
+from gbr.access.base import LlmChoice
 from gbr.actors.oracle import OracleActor
 from gbr.actors.supervisor import ChildRef, Supervisor
+from gbr.core.answer.oracle import AskOptions
+from gbr.core.errors import MissingKeyError
 from gbr.core.llm.base import LlmProvider
 from gbr.core.rank.search import Searcher
 from gbr.core.telemetry import log
 
-# (with an LLM, provider, model, reranker): the names as asked, None meaning the default.
-OracleKey = tuple[bool, str | None, str | None, str | None]
-NO_LLM: OracleKey = (False, None, None, None)  # dry runs, and asks with no provider set up
-
-MAX_ORACLES = 8  # distinct (provider, model, reranker) actors kept; the oldest unused goes
+MAX_ORACLES = 8  # distinct kinds of answering kept as actors; the oldest unused goes
 
 
 class Oracles:
@@ -30,47 +33,66 @@ class Oracles:
     def __init__(self, supervisor: Supervisor, env: Mapping[str, str]) -> None:
         self._supervisor = supervisor
         self._env = env
-        self._oracles: dict[OracleKey, tuple[ChildRef, LlmProvider | None]] = {}
+        self._oracles: dict[AnsweringKey, tuple[ChildRef, LlmProvider | None]] = {}
         self._lock = threading.Lock()
         self._serial = 0
 
     def __len__(self) -> int:
         return len(self._oracles)
 
-    def get(self, key: OracleKey, searcher: Searcher) -> ChildRef:
-        """One supervised Oracle actor per (provider, model, reranker), made on first use.
+    def get(
+        self, llm: LlmChoice, options: AskOptions, searcher: Searcher
+    ) -> tuple[ChildRef, MissingKeyError | None]:
+        """The supervised Oracle actor for this kind of answering, made on first use, and
+        why there is no provider when one was wanted (the answer is then retrieval alone).
 
         Each answers one question at a time, so two asks of one kind queue. A provider that
         lacked its key is looked up again next time, since it may have been configured since.
         """
+        key = answering_key(llm, options.rerank, options.dry_run)
         with self._lock:
-            known = self._oracles.pop(key, None)
-            if known is not None:
-                self._oracles[key] = known  # now the most recently used
-                return known[0]
-            with_llm, provider_name, model, spec = key
-            llm = open_provider(LlmChoice(provider_name, model), self._env) if with_llm else None
-            reranker = open_reranker(bool(spec), spec, llm, self._env)
-            oracle = Answering(llm, reranker).oracle(searcher)
-            self._serial += 1
-            name = f"oracle-{self._serial}"
-            supervisor = self._supervisor
-            child = supervisor.start_child(
-                name, lambda: OracleActor.start(supervisor, name, oracle=oracle)
-            )
-            self._oracles[key] = (child, llm)
-            while len(self._oracles) > MAX_ORACLES:
-                self._forget(next(iter(self._oracles)))
-            log().info(
-                "oracle_started",
-                actor=name,
-                provider=llm.name if llm else None,
-                model=llm.model if llm else None,
-                reranker=spec,
-            )
-            return child
+            child = self._known(key)
+            if child is not None:
+                return child, None
+            answering = resolve(llm, options, self._env)
+            missing = answering.missing
+            if missing is not None:
+                key = answering_key(llm, options.rerank, dry_run=True)
+                child = self._known(key)
+                if child is not None:
+                    answering.close()
+                    return child, missing
+            return self._start(key, answering, searcher), missing
 
-    def _forget(self, key: OracleKey) -> None:
+    def _known(self, key: AnsweringKey) -> ChildRef | None:
+        known = self._oracles.pop(key, None)
+        if known is None:
+            return None
+        self._oracles[key] = known  # now the most recently used
+        return known[0]
+
+    def _start(self, key: AnsweringKey, answering: Answering, searcher: Searcher) -> ChildRef:
+        oracle = answering.oracle(searcher)
+        self._serial += 1
+        name = f"oracle-{self._serial}"
+        supervisor = self._supervisor
+        child = supervisor.start_child(
+            name, lambda: OracleActor.start(supervisor, name, oracle=oracle)
+        )
+        llm = answering.provider
+        self._oracles[key] = (child, llm)
+        while len(self._oracles) > MAX_ORACLES:
+            self._forget(next(iter(self._oracles)))
+        log().info(
+            "oracle_started",
+            actor=name,
+            provider=llm.name if llm else None,
+            model=llm.model if llm else None,
+            reranker=answering.reranker.name if answering.reranker else None,
+        )
+        return child
+
+    def _forget(self, key: AnsweringKey) -> None:
         """Stop an Oracle actor; its provider closes only once the answer in hand is done."""
         child, llm = self._oracles.pop(key)
         ref = child.actor_ref

@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gbr.access.local import found
+from gbr.access.engine import found
+from gbr.access.requests import SearchRequest
 from gbr.actors.faults import FaultPlan, parse_faults
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import SupervisionError
 from gbr.core.parse.chunk_text import embed_text, search_text
-from gbr.core.rank.search import Filter, Searcher
+from gbr.core.rank.search import Searcher
 from gbr.core.records import Chunk, SourceFile
 from gbr.core.store.facade import Store, StoredChunk
 from gbr.core.store.indexing import prepare_chunks
@@ -61,7 +62,7 @@ def test_a_run_cut_short_is_searchable_and_the_next_run_embeds_only_the_rest(
         # Dense search sees only the embedded chunks.
         dense_ids = {doc for doc, _ in searcher.dense(name, 1000)}
         assert len(dense_ids) == embedded
-        data = found(searcher, name, "hybrid", hybrid, Filter()).as_dict()
+        data = found(searcher, SearchRequest(name), hybrid).as_dict()
         assert data["embedded"] == {"chunks": embedded, "of": chunks}
 
     again = run_index(IndexOptions(root=small_example, db=db, embed_cache=None), model)

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
@@ -37,7 +37,16 @@ from gbr.core.rank.ranker import (
     features,
     load_ranker,
 )
-from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, NodePart, SearchFilter
+from gbr.core.records import (
+    MODES,
+    NO_FILTER,
+    ChunkKind,
+    ChunkRow,
+    Hit,
+    Mode,
+    NodePart,
+    SearchFilter,
+)
 from gbr.core.store.postings_memory import MemoryPostings
 
 if TYPE_CHECKING:
@@ -46,8 +55,6 @@ if TYPE_CHECKING:
 from gbr.core.store.facade import Store
 from gbr.core.telemetry import log
 
-Mode = Literal["hybrid", "dense", "bm25"]
-MODES: tuple[Mode, ...] = ("hybrid", "dense", "bm25")
 RRF_K = 60
 
 
@@ -717,8 +724,3 @@ def _candidate(hit: Hit, row: ChunkRow, doc: int, rank: int, retrieval: Retrieva
         bm25=bm25[0] if bm25 else None,
         bm25_rank=bm25[1] if bm25 else None,
     )
-
-
-def search_json(query: str, mode: str, hits: Sequence[Hit]) -> dict[str, Any]:
-    """The `search --json` object, which the daemon and the MCP tool return as well."""
-    return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}
