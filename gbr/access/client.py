@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gbr.access.discovery import DaemonInfo
 from gbr.core import errors
+from gbr.core.environ import TOKEN
 from gbr.core.errors import ConfigError, DaemonError, GbrError
 from gbr.core.lazy import lazy_module
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 else:
     httpx = lazy_module("httpx")  # loaded when first used
 
-TOKEN_ENV = "GBR_TOKEN"
+TOKEN_ENV = TOKEN.name
 # Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
 READ_TIMEOUT = 120.0
 # What /ask takes as `history` (app.py enforces it): a chat keeps far less, and the Oracle

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from gbr.access.requests import MAX_ASK_K
+from gbr.core.environ import MODEL_DIR
 
 DbOption = Annotated[
     Path | None,
@@ -27,7 +28,7 @@ ModelDirOption = Annotated[
     typer.Option(
         "--model-dir",
         help="Folder with model.onnx and tokenizer.json [default: all-MiniLM-L6-v2 int8]",
-        envvar="GBR_MODEL_DIR",
+        envvar=MODEL_DIR.name,
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gbr.core.environ import is_off
 from gbr.core.errors import ConfigError
 from gbr.core.records import MODES, TEST_POLICIES
 
@@ -52,7 +53,7 @@ def _bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "on", "1"):
         return True
-    if lowered in ("false", "no", "off", "0"):
+    if is_off(lowered):
         return False
     raise ValueError("true or false")
 
