@@ -5,7 +5,7 @@ CTL    := $(abspath $(VENV))/bin/gleambrctl
 STAMP  := $(VENV)/.installed-stamp
 EXAMPLE := examples/bookshelf
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench docs clean
 
 $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -34,6 +34,10 @@ format: install
 bench: install
 	$(PY) bench/index_throughput.py
 	$(PY) bench/query_latency.py
+
+# docs/cli.md is generated from --help; tests/test_docs.py fails when it is out of date.
+docs: install
+	$(PY) docs/generate_cli.py
 
 clean:
 	rm -rf $(VENV) $(EXAMPLE)/.gbr bench/out

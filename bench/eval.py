@@ -712,7 +712,7 @@ def second_opinion_variants() -> list[Variant]:
 
 
 def retrieval2_variants() -> list[Variant]:
-    """Round three of issue 10, from reading the dev half's misses (bench/misses.py)."""
+    """Round three of issue 10, from reading the dev half's misses (bench/experiments/misses.py)."""
     shipped = Ranking.default()
     return [
         Variant("dense-prose", "dense", embed_format="prose", note="doc prose, code w/o ///"),

@@ -68,8 +68,10 @@ def start_events(db: Path, warn: Warn, echo: bool = False, human: bool = False) 
 
 @dataclass(frozen=True)
 class SetAside:
-    """An index file moved aside before a run: damaged (`detail` says how) or by request."""
+    """An index file moved aside before a run: damaged (`detail` says how), kept for a look,
+    or by request (`--rebuild`), removed once the new index is in (`Package.remove_aside`)."""
 
+    path: Path
     kept_as: str
     detail: str | None
 
@@ -118,7 +120,14 @@ class Package:
         if bad is None and not rebuild:
             return None
         aside = set_aside(self.db, "corrupt" if bad is not None else "old")
-        return SetAside(aside.name, bad.detail if bad is not None else None)
+        return SetAside(aside, aside.name, bad.detail if bad is not None else None)
+
+    def remove_aside(self, aside: SetAside) -> None:
+        """The old file of a finished `--rebuild`: it has no more use (a damaged one is
+        kept, and `status` lists it; a rebuild cut short leaves it where it was said)."""
+        from gbr.core.store.files import remove_aside
+
+        remove_aside(aside.path)
 
     def local(
         self, model_dir: Path | None = None, *, follow_outside_links: bool = False

@@ -297,9 +297,11 @@ def _run_pipeline(
 
         wait_for(finished, f"{counted().files_seen or 'some'} files")
         searchable = None
+        in_index = None
         # Vectors a run cut short left out are embedded now too.
         if not failure and supervisor.given_up is None and not _cancelled(options):
             embedded, total = writer.ask(ChunksIn(), timeout=600)
+            in_index = total
             searchable = time.monotonic() - started
             log().info("index_searchable", seconds=round(searchable, 3), chunks=total)
             if embedded < total:
@@ -321,6 +323,7 @@ def _run_pipeline(
             dead_letters=supervisor.dead_letters,
             seconds=time.monotonic() - started,
             seconds_searchable=searchable,
+            chunks_in_index=in_index,
             cache_hits=shared.stats.hits if shared is not None else 0,
             cache_misses=shared.stats.misses if shared is not None else 0,
         )

@@ -207,11 +207,17 @@ def print_summary(s: IndexSummary) -> None:
         f"[bold]{s.files_seen}[/bold] files seen: {s.files_indexed} indexed, "
         f"{s.files_unchanged} unchanged, {s.files_dropped} dropped, {s.files_removed} removed"
     )
-    out.print(
-        f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, {s.chunks_cached} cached) "
-        f"in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
-        + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
-    )
+    if s.changed_nothing and s.chunks_in_index is not None:
+        out.print(
+            f"nothing changed; [bold]{s.chunks_in_index}[/bold] chunks in the index "
+            f"(checked in {s.seconds:.2f} s)"
+        )
+    else:
+        out.print(
+            f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, "
+            f"{s.chunks_cached} cached) in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
+            + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
+        )
     if s.seconds_searchable is not None:
         out.print(
             f"phases: chunks and BM25 in {s.seconds_searchable:.2f} s, "

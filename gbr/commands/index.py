@@ -56,7 +56,8 @@ def index(
     rebuild: Annotated[
         bool,
         typer.Option(
-            "--rebuild", help="Recreate the index from the source tree; the old file is kept aside."
+            "--rebuild",
+            help="Recreate the index from the source tree (the old file goes once it is done).",
         ),
     ] = False,
     follow_outside_links: Annotated[
@@ -110,11 +111,14 @@ def index(
                     err.print(f"[dim]indexing through the daemon (pid {chosen_index.pid})[/dim]")
                 summary = chosen_index.index()
             else:
-                _say_set_aside(package.set_aside_if_needed(rebuild), package.db)
+                aside = package.set_aside_if_needed(rebuild)
+                _say_set_aside(aside, package.db)
                 local.model  # noqa: B018 - loaded before the bar starts
                 show_bar = not json_out and err.is_terminal
                 with progress_bar(show_bar) as on_progress:
                     summary = local.index(progress=on_progress)
+                if aside is not None and aside.detail is None:
+                    package.remove_aside(aside)  # the rebuild is in: the old file is no use
         if json_out:
             from gbr.commands.output import stamped
 
@@ -147,8 +151,11 @@ def _say_set_aside(aside: SetAside | None, db: Path) -> None:
             f"[yellow]the index {escape(str(db))} could not be read ({escape(aside.detail)}); "
             f"kept it as {escape(aside.kept_as)} and rebuilding it from the source tree[/yellow]"
         )
-    else:
-        err.print(f"[dim]kept the old index as {escape(aside.kept_as)}; rebuilding it[/dim]")
+        return
+    err.print(
+        f"[dim]moved the old index to {escape(aside.kept_as)} while rebuilding; it is removed "
+        "when the rebuild is done[/dim]"
+    )
 
 
 def _confirm_wide(why: str | None) -> None:

@@ -42,6 +42,7 @@ def status(
             holder = lock_holder(db_path)
             if holder is not None and holder[1] == "index":
                 report["index_run_pid"] = holder[0]  # the figures are of the last complete run
+        report["kept_aside"] = _kept_aside(db_path)
         report["settings"] = config.settings.as_dict()
         report["model_outdated"] = outdated_default_model(report.get("model_id"))
         report["embed_cache"] = _cache_report(config.embed_cache, report.get("last_run"))
@@ -57,6 +58,7 @@ def status(
                 f"{report['restarts']} restarts, {report['queue_depth']} queued"
                 + (f", indexing ({report['indexing']})" if report["indexing"] else "")
             )
+            _print_daemon_llm(report.get("llm"))
         if report.get("index_run_pid"):
             out.print(
                 f"an index run (pid {report['index_run_pid']}) is in progress; "
@@ -91,6 +93,11 @@ def status(
                 f"{last['files_dropped']} dropped in {last['seconds']} s"
             )
         _print_cache(report["embed_cache"])
+        for item in report["kept_aside"]:
+            out.print(
+                f"kept aside {escape(item['path'])} ({item['bytes'] / 1e6:.1f} MB), an earlier "
+                "index moved out of the way; delete it when you no longer need it"
+            )
         for item in report["dropped"]:
             stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
             out.print(
@@ -101,6 +108,34 @@ def status(
             out.print(
                 f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
+
+
+def _print_daemon_llm(llm: dict[str, Any] | None) -> None:
+    """Whose settings an ask through the daemon uses: the shell's own provider variables
+    when it sets any, else these, the daemon's (gbr.daemon.oracles)."""
+    if not llm:
+        return
+    if llm.get("provider") is None:
+        own = f"no provider of its own ({llm.get('error') or 'none configured'})"
+    else:
+        own = f"{llm['provider']}, model {llm['model']}, at {llm['base_url']}"
+    out.print(
+        f"daemon llm {escape(own)}; an ask from a shell that sets provider variables "
+        "uses the shell's"
+    )
+
+
+def _kept_aside(db: Path) -> list[dict[str, Any]]:
+    """Index files a damaged index or a cut-short --rebuild left beside this one."""
+    from gbr.core.store.files import kept_aside
+
+    found = []
+    for path in kept_aside(db):
+        try:
+            found.append({"path": str(path), "bytes": path.stat().st_size})
+        except OSError:  # removed meanwhile
+            continue
+    return found
 
 
 def _cache_report(cache: CacheConfig | None, last_run: dict[str, Any] | None) -> dict[str, Any]:

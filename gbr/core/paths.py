@@ -10,6 +10,7 @@ paths, like GIT_CEILING_DIRECTORIES). The folder it starts in is always looked a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -33,6 +34,20 @@ _SKIP_DIRS = {"node_modules", "build", "_build", "__pycache__"}
 
 def default_db(root: Path) -> Path:
     return root / INDEX_DIR / INDEX_NAME
+
+
+IGNORE_ALL = "# Written by gbr: the index and its files stay out of version control.\n*\n"
+
+
+def keep_out_of_git(folder: Path) -> None:
+    """Write `folder/.gitignore` holding `*` unless one is there, as caches do: an index is
+    hundreds of megabytes of derived data that `git add .` must never pick up. Best effort:
+    a folder gbr may write its index to but not this file still gets its index."""
+    ignore = folder / ".gitignore"
+    if ignore.exists():
+        return
+    with contextlib.suppress(OSError):
+        ignore.write_text(IGNORE_ALL, encoding="utf-8")
 
 
 def package_root(path: Path) -> Path:

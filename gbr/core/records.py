@@ -101,8 +101,16 @@ class IndexSummary:
     # When every chunk was in and BM25-searchable, for a run that embeds behind the write.
     seconds_searchable: float | None = None
     reindex_reason: str | None = None
+    # Chunks the index holds after the run (None when the run did not count them): a run
+    # that changed nothing says this rather than `0 chunks`, which reads as an empty index.
+    chunks_in_index: int | None = None
     dropped: tuple[FileProblem, ...] = ()
     partial: tuple[FileProblem, ...] = ()
+
+    @property
+    def changed_nothing(self) -> bool:
+        """No file was indexed, removed or newly dropped: the index is as it was."""
+        return self.files_indexed == 0 and self.files_removed == 0 and self.chunks == 0
 
     @property
     def chunks_per_second(self) -> float:
@@ -131,6 +139,7 @@ class IndexSummary:
                 None if self.seconds_searchable is None else round(self.seconds_searchable, 3)
             ),
             "reindex_reason": self.reindex_reason,
+            "chunks_in_index": self.chunks_in_index,
             "dropped": [
                 {"path": p.path, "kind": p.kind, "reason": p.reason, "line": p.line}
                 for p in self.dropped

@@ -22,7 +22,7 @@ import traceback
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.routing import APIRoute
@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gbr import __version__
-from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES
+from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, PROVIDER_ENV_HEADER
 from gbr.access.requests import (
     MAX_ASK_K,
     MAX_BUDGET,
@@ -61,10 +61,21 @@ from gbr.core.telemetry import log
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.graph_routes import add_graph_routes
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
+from gbr.daemon.oracles import parse_provider_env
 from gbr.daemon.service import AskPlan, Daemon
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies and clients from timing out
 FIRST_PASS_RETRY_SECONDS = 5
+# The asking client's provider variables (gbr.daemon.oracles): its settings, not the daemon's.
+ProviderEnv = Annotated[
+    str | None,
+    Header(
+        alias=PROVIDER_ENV_HEADER,
+        max_length=20_000,
+        description="A JSON object of the client's provider variables (GROQ_API_KEY, "
+        "GBR_OPENAI_BASE_URL, ...): the answer uses them instead of the daemon's own.",
+    ),
+]
 
 
 class ErrorBody(BaseModel):
@@ -268,7 +279,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         },
         tags=["query"],
     )
-    def ask(body: AskRequest) -> Any:
+    def ask(body: AskRequest, provider_env: ProviderEnv = None) -> Any:
         """Retrieve, assemble a cited context, ask the LLM (`ask --json`)."""
         options = AskOptions(
             max_chunks=body.k,
@@ -280,7 +291,10 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
             graph_context=body.graph_context,
         )
         history = [ChatMessage(m.role, m.content) for m in body.history]
-        plan = daemon.plan_ask(body.question, options, body.provider, body.model, history)
+        client_env = parse_provider_env(provider_env)
+        plan = daemon.plan_ask(
+            body.question, options, body.provider, body.model, history, client_env
+        )
         if not body.stream:
             outcome = daemon.run_ask(plan)
             data = dict(outcome.answer)
@@ -299,13 +313,12 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
     def llm(
         provider: Annotated[str | None, Query(max_length=MAX_PROVIDER_CHARS)] = None,
         model: Annotated[str | None, Query(max_length=MAX_MODEL_CHARS)] = None,
+        provider_env: ProviderEnv = None,
     ) -> dict[str, Any]:
-        """The provider and model an /ask with these names would use; calls no LLM.
-
-        The daemon holds the keys, so a client asks here rather than looking at its own
-        environment. A missing key is `configured: false`; an unknown name is a 400.
+        """The provider and model an /ask with these names (and provider settings) would
+        use; calls no LLM. A missing key is `configured: false`; an unknown name is a 400.
         """
-        return daemon.check_llm(provider, model)
+        return daemon.check_llm(provider, model, parse_provider_env(provider_env))
 
     @app.post("/index", dependencies=auth, responses=_ERRORS, tags=["daemon"])
     def index(body: IndexRequest) -> dict[str, Any]:

@@ -57,7 +57,7 @@ from gbr.core.store.facade import Store, ThreadLocalStore, check_root, status_re
 from gbr.core.telemetry import log
 from gbr.daemon.filler import Filler, quiet_seconds
 from gbr.daemon.metrics import Metrics
-from gbr.daemon.oracles import Oracles, close_provider
+from gbr.daemon.oracles import Oracles, close_provider, settings_env
 from gbr.daemon.reporting import degraded, describe_metrics, printable
 from gbr.daemon.watcher import Watcher
 
@@ -129,6 +129,7 @@ class Daemon:
         self.pipeline_dead_letters = 0
         self._cancel = threading.Event()
         self.oracles = Oracles(self.supervisor, config.env)
+        self._own_llm: dict[str, Any] | None = None
         self._waiting: set[Future[IndexSummary]] = set()
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
         self._answering_lock = threading.Lock()
@@ -367,30 +368,60 @@ class Daemon:
         provider: str | None,
         model: str | None,
         history: Sequence[Message] = (),
+        client_env: Mapping[str, str] | None = None,
     ) -> AskPlan:
         """Resolve the provider and the Oracle first, so a bad name is a 400, not a stream.
 
         `history` goes to the Oracle as a local chat sends it, which fits it to the budget.
+        `client_env`: the asking client's provider variables, used instead of the daemon's
+        (gbr.daemon.oracles says why).
         """
         request = AskRequest(question, options, LlmChoice(provider, model), tuple(history))
         request.check()
-        oracle, missing = self.oracles.get(request.llm, options, self._searcher())
+        oracle, missing = self.oracles.get(request.llm, options, self._searcher(), client_env)
         return AskPlan(question, options, oracle, missing, tuple(request.history))
 
-    def check_llm(self, provider: str | None, model: str | None) -> dict[str, Any]:
-        """Which provider and model an /ask with these names would use; calls nothing.
-
-        The daemon holds the keys, so only it can say; a missing key is an answer here
+    def check_llm(
+        self,
+        provider: str | None,
+        model: str | None,
+        client_env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Which provider and model an /ask with these names (and `client_env`, the client's
+        provider variables) would use; calls nothing. A missing key is an answer here
         (`configured` false), an unknown provider name a ConfigError.
         """
         try:
-            llm = open_provider(LlmChoice(provider, model), self.config.env)
+            llm = open_provider(
+                LlmChoice(provider, model), settings_env(self.config.env, client_env)
+            )
         except MissingKeyError as exc:
             return {"provider": exc.provider, "model": None, "configured": False, "error": str(exc)}
         try:
             return {"provider": llm.name, "model": llm.model, "configured": True, "error": None}
         finally:
             close_provider(llm)
+
+    def own_llm(self) -> dict[str, Any]:
+        """The provider, model and base URL an ask that brings no settings is answered with
+        (never the key), for `status`; read once, as the daemon's environment is."""
+        if self._own_llm is None:
+            try:
+                llm = open_provider(LlmChoice(), self.config.env)
+            except GbrError as exc:
+                self._own_llm = {"provider": None, "model": None, "base_url": None}
+                self._own_llm["error"] = str(exc)
+                return self._own_llm
+            try:
+                from gbr.core.llm.http_provider import safe_url
+
+                url = getattr(getattr(llm, "settings", None), "base_url", None)
+                base_url = safe_url(url) if isinstance(url, str) else None  # no user info
+                self._own_llm = {"provider": llm.name, "model": llm.model, "base_url": base_url}
+                self._own_llm["error"] = None
+            finally:
+                close_provider(llm)
+        return self._own_llm
 
     def run_ask(
         self,
@@ -485,6 +516,7 @@ class Daemon:
                 "dead_letters": self.supervisor.dead_letters + self.pipeline_dead_letters,
                 "degraded": str(self.supervisor.given_up) if self.supervisor.given_up else None,
                 "last_batch": self.last_batch,
+                "llm": self.own_llm(),
             }
         )
         shown: dict[str, Any] = printable(report)

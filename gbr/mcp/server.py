@@ -285,6 +285,7 @@ def _summary_text(data: dict[str, Any], via: str) -> str:
         f"{data['files_indexed']} files indexed, {data['files_unchanged']} unchanged, "
         f"{data['files_removed']} removed, {data['files_dropped']} dropped; "
         f"{data['chunks']} chunks written"
+        + (f", {data['chunks_in_index']} in the index" if data.get("chunks_in_index") else "")
     ]
     for item in data.get("dropped", []):
         lines.append(f"dropped {item['path']}: {item['reason']}")

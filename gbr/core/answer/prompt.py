@@ -217,8 +217,6 @@ def check_citations(
 # `[2]`: the header number of a sent chunk, which models often cite instead of path:line.
 _HEADER_REF = re.compile(r"(?<![\w\]])\[(\d+)\]")
 
-SOURCES_SHOWN = 5  # uncited chunks listed after the cited ones, at most, in the sources line
-
 
 @dataclass(frozen=True, slots=True)
 class Source:
@@ -254,12 +252,12 @@ def sources(
 
 
 def sources_line(items: Sequence[Source]) -> str:
-    """`[3] src/a.gleam:40 (cited), [1] src/b.gleam:2, …`: every cited chunk, then a few more."""
-    cited = [s for s in items if s.cited]
-    rest = [s for s in items if not s.cited][: max(0, SOURCES_SHOWN - len(cited))]
+    """`[3] src/a.gleam:40 (cited), [1] src/b.gleam:2, [2] …`: every chunk sent, cited ones
+    first, each under the number of its `### [n]` header, which `/open n` takes. A shorter
+    line left chunks the answer may lean on unnamed, and `/open` took numbers it never showed."""
     return ", ".join(
         f"[{s.hit.rank}] {s.hit.path}:{s.hit.start_line}" + (" (cited)" if s.cited else "")
-        for s in [*cited, *rest]
+        for s in items
     )
 
 

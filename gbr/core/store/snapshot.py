@@ -362,6 +362,7 @@ def survey(
         files_dropped=len(dropped),
         files_partial=len(partly),
         seconds=time.monotonic() - started,
+        chunks_in_index=chunks,
         dropped=tuple(dropped),
         partial=tuple(partly),
     )
