@@ -1,9 +1,10 @@
 """The daemon's Oracle actors: one per kind of answering asked for, in a small LRU.
 
 What a question is answered with is resolved as a local ask resolves it
-(gbr.access.answering), and told apart by the same key. A model name is free text, so the actors cannot be kept one per name for ever: the least
-recently used one is stopped when a new kind would pass MAX_ORACLES, and its provider is
-closed only once the answer it may be streaming is done.
+(gbr.access.answering), and told apart by the same key. A model name is free text, so the
+actors cannot be kept one per name for ever: the least recently used one is stopped when a
+new kind would pass MAX_ORACLES, and its provider is closed only once the answer it may be
+streaming is done.
 
 Whose provider settings: the asking shell's, when it sets any. A client sends the provider
 variables of its environment (keys, base URLs, models: `provider_env_vars`) with each
