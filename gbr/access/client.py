@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from gbr.access.discovery import DaemonInfo
 from gbr.core import errors
+from gbr.core.environ import TOKEN
 from gbr.core.errors import ConfigError, DaemonError, GbrError
 from gbr.core.lazy import lazy_module
 
@@ -31,14 +32,13 @@ if TYPE_CHECKING:
 else:
     httpx = lazy_module("httpx")  # loaded when first used
 
-TOKEN_ENV = "GBR_TOKEN"
+TOKEN_ENV = TOKEN.name
 # Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
 READ_TIMEOUT = 120.0
 # What /ask takes as `history` (app.py enforces it): a chat keeps far less, and the Oracle
 # fits what it gets to the budget anyway; the caps only keep one request from being huge.
 HISTORY_MAX_MESSAGES = 100
 HISTORY_MAX_CHARS = 20_000  # per message
-MAX_QUERY_CHARS = 10_000  # a search query, here and in a local search alike
 # The asking shell's provider variables (keys, base URLs, models), as a JSON object: an /ask
 # or /llm that carries them is answered with them instead of the daemon's own. A header,
 # not the body or the URL, so that no access log or echoed request body ever holds a key.

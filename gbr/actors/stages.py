@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +12,12 @@ import pykka
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import (
-    ChunksEmbedded,
     ChunksIn,
-    ChunksQueued,
     EmbedMissing,
     FileDone,
     FileEmbedded,
     FileFailed,
     FileFound,
-    FileParsed,
     FilesRemoved,
     FinishRun,
     KeepFinished,
@@ -37,10 +34,19 @@ from gbr.core.graph.build import chunk_with_graph
 from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, embed_text
 from gbr.core.parse.chunker import ChunkLimits, new_parser
 from gbr.core.parse.oversize import ParseStopped
-from gbr.core.parse.walker import Scope, WalkOptions, read_file, walk
+from gbr.core.parse.walker import (
+    FoundFile,
+    HashedFile,
+    Scope,
+    WalkBegun,
+    Walked,
+    WalkOptions,
+    read_file,
+    walk,
+)
 from gbr.core.records import Chunk, FileProblem, FileState, PartialFile, SourceFile
 from gbr.core.store.facade import FileWrite, Store
-from gbr.core.store.indexing import SharedVectors, embed_chunks, embed_texts, with_known_vectors
+from gbr.core.store.indexing import SharedVectors, embed_texts, with_known_vectors
 from gbr.core.store.snapshot import PublishPace
 from gbr.core.store.writes import StoredChunk
 from gbr.core.telemetry import log
@@ -109,11 +115,13 @@ class WalkerActor(_Stage):
         slots: threading.Semaphore,
         abort: threading.Event,
         faults: FaultPlan | None = None,
+        begun: WalkBegun | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.root, self.options, self.states = root, options, states
         self.parsers, self.writer, self.coordinator = parsers, writer, coordinator
         self.slots, self.abort = slots, abort
+        self.begun = begun  # the walk the run's no-change check began, to go on with
 
     def handle(self, message: Any) -> None:
         if isinstance(message, ScanTree):
@@ -123,15 +131,16 @@ class WalkerActor(_Stage):
         paths: set[str] = set()
         seen = 0
         turn = 0
-        for item in walk(self.root, self.options):
+        begun = self.begun.take() if self.begun is not None else None
+        items: Iterator[Walked] = begun or walk(self.root, self.options)
+        for item in items:
             if self.abort.is_set():
                 return
             paths.add(item.path)
             seen += 1
-            if isinstance(item, FileProblem):
-                self._send(self.writer, FileFailed(item))
-                continue
-            source = read_file(item, self.options.max_bytes)
+            source = (
+                read_file(item, self.options.max_bytes) if isinstance(item, FoundFile) else item
+            )
             if isinstance(source, FileProblem):
                 self._send(self.writer, FileFailed(source))
                 continue
@@ -149,6 +158,11 @@ class WalkerActor(_Stage):
                 )
                 self.coordinator.tell(FileDone(source.path, "unchanged", problem=partial))
                 continue
+            if isinstance(source, HashedFile):  # its bytes were not kept (it failed before)
+                source = read_file(source.found, self.options.max_bytes)
+                if isinstance(source, FileProblem):
+                    self._send(self.writer, FileFailed(source))
+                    continue
             known = source.path in self.states
             self._send(self.parsers[turn % len(self.parsers)], FileFound(source, known))
             turn += 1
@@ -171,23 +185,23 @@ class WalkerActor(_Stage):
 
 
 class ParserActor(_Stage):
+    """Chunks a file and does all per-chunk work but the model's: the file goes straight
+    to the writer, and its vectors come behind (EmbedderActor)."""
+
     def __init__(
         self,
         supervisor: Supervisor,
         name: str,
         *,
-        embedder: ChildRef,
         writer: ChildRef,
         count_tokens: Callable[[str], int],
         limits: ChunkLimits,
+        prepare: Prepare,
         faults: FaultPlan | None = None,
-        prepare: Prepare | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
-        self.embedder, self.writer = embedder, writer
+        self.writer = writer
         self.count_tokens, self.limits = count_tokens, limits
-        # Set when vectors come after the write: the parser does all per-chunk work but
-        # the model's, and the file goes straight to the writer.
         self.prepare = prepare
         self.parser = new_parser()
 
@@ -210,17 +224,12 @@ class ParserActor(_Stage):
                 if isinstance(result, PartialFile)
                 else (tuple(result), None)
             )
-            if self.prepare is None:
-                self.embedder.tell(FileParsed(source, chunks, partial, graph))
-            else:
-                stored = tuple(self.prepare(chunks))
-                self.writer.tell(
-                    FileEmbedded(source, stored, 0, 0, partial, graph, known=message.known)
-                )
+            stored = tuple(self.prepare(chunks))
+            self.writer.tell(FileEmbedded(source, stored, partial, graph, known=message.known))
 
 
 class EmbedderActor(_Stage):
-    """Batches chunks across files: it runs the model when the batch is full or the inbox idle."""
+    """Gives vectors to the chunks written without one, a page at a time, behind the write."""
 
     def __init__(
         self,
@@ -233,18 +242,14 @@ class EmbedderActor(_Stage):
         batch_chunks: int = 256,
         embed_format: str = DEFAULT_EMBED_FORMAT,
         faults: FaultPlan | None = None,
-        progress_to: pykka.ActorRef[Any] | None = None,
         shared: SharedVectors | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
         self.shared = shared  # vectors kept beyond this index (gbr.core.embed.cache)
-        # The coordinator, when someone watches progress: it hears chunks as they get vectors.
-        self.progress_to = progress_to
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
-        self._pending: list[FileParsed] = []
         self._store: Store | None = None
-        self._texts_done = 0  # texts embedded behind the write, for the progress events
+        self._texts_done = 0  # texts embedded so far, for the progress events
 
     def start_up(self) -> None:
         self._store = self.open_store()
@@ -264,57 +269,9 @@ class EmbedderActor(_Stage):
             self._store.close()
             self._store = None
 
-    def unfinished(self) -> list[Any]:
-        return list(self._pending)
-
     def handle(self, message: Any) -> None:
         if isinstance(message, EmbedMissing):
             self._embed_missing(message.after)
-            return
-        if isinstance(message, FileParsed):
-            self._pending.append(message)
-        pending_chunks = sum(len(p.chunks) for p in self._pending)
-        if pending_chunks >= self.batch_chunks or self.actor_inbox.empty():
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        batch = self._pending
-        try:
-            out: list[FileEmbedded | FileFailed] = list(self._embed(batch))
-        except Exception as exc:
-            out = self._embed_apart(batch, exc)
-        self._pending = []
-        for message in out:
-            self.writer.tell(message)
-
-    def _embed(self, batch: list[FileParsed]) -> list[FileEmbedded]:
-        assert self._store is not None
-        if self._faults is not None:
-            self._faults.check_files(self._child_name, (p.path for p in batch))
-        chunks = [c for p in batch for c in p.chunks]
-        stored, cached = embed_chunks(
-            chunks,
-            self.model,
-            self._store.cached_vectors,
-            self.embed_format,
-            on_progress=self._reporter(len(self._pending)),
-            shared=self.shared,
-        )
-        out = []
-        offset = 0
-        for parsed in batch:
-            end = offset + len(parsed.chunks)
-            hits = sum(cached[offset:end])
-            mine = tuple(stored[offset:end])
-            offset = end
-            out.append(
-                FileEmbedded(
-                    parsed.source, mine, len(mine) - hits, hits, parsed.partial, parsed.graph
-                )
-            )
-        return out
 
     def _embed_missing(self, after: tuple[int, str] | None) -> None:
         """One page of the texts written without a vector: embedded, sent to the writer,
@@ -337,45 +294,6 @@ class EmbedderActor(_Stage):
         log().info("embedding_progress", done=self._texts_done, page=len(texts))
         tokens, key, _ = page[-1]
         self.child().tell(EmbedMissing((tokens, key)))
-
-    def _embed_apart(
-        self, batch: list[FileParsed], error: Exception
-    ) -> list[FileEmbedded | FileFailed]:
-        """A batch mixes files, so one file's bad input must not cost the others: run them
-        again one by one, and drop only a file that fails on its own, with the reason.
-
-        When every file fails alone too, no file is to blame (the store went away, say):
-        the error is raised, and the supervisor restarts the embedder as for any crash.
-        """
-        log().warning(
-            "batch_split", actor=self._child_name, files=len(batch), error=describe(error)
-        )
-        out: list[FileEmbedded | FileFailed] = []
-        failed = 0
-        for parsed in batch:
-            try:
-                out.extend(self._embed([parsed]))
-            except Exception as exc:
-                failed += 1
-                reason = f"the embedder failed on this file ({describe(exc)})"
-                problem = FileProblem(parsed.path, reason, "embed_failed")
-                out.append(FileFailed(problem, parsed.source))
-        if len(batch) > 1 and failed == len(batch):
-            raise error
-        return out
-
-    def _reporter(self, files: int) -> Callable[[int, int], None] | None:
-        watcher = self.progress_to
-        if watcher is None:
-            return None
-
-        def report(embedded: int, to_embed: int) -> None:
-            if embedded:
-                watcher.tell(ChunksEmbedded(embedded))
-            else:
-                watcher.tell(ChunksQueued(files, to_embed))
-
-        return report
 
 
 def _none_known(keys: Sequence[str]) -> dict[str, Any]:
@@ -563,6 +481,8 @@ class WriterActor(_Stage):
     def _write_files(self, store: Store, batch: Sequence[FileEmbedded]) -> None:
         """Swap the files' chunks in one transaction, with every vector a cache holds."""
         self._writing = tuple(m.path for m in batch)
+        if self._faults is not None:
+            self._faults.check_files(self._child_name, self._writing)
         # The index's own lookup costs a query: only files it held may gain from it.
         filled = {
             held: iter(
@@ -592,8 +512,7 @@ class WriterActor(_Stage):
                     m.path,
                     "indexed",
                     chunks=len(m.chunks),
-                    embedded=m.embedded,
-                    cached=m.cached + hits,
+                    cached=hits,
                     problem=m.partial,
                 )
             )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from gbr.access.requests import MAX_BUDGET, MIN_BUDGET
 from gbr.commands.common import (
     err,
     errors,
@@ -41,7 +42,10 @@ def ask(
     model: LlmModelOption = None,
     k: MaxChunksOption = 8,
     budget: Annotated[
-        int, typer.Option("--budget", min=200, help="Context budget in estimated tokens.")
+        int,
+        typer.Option(
+            "--budget", min=MIN_BUDGET, max=MAX_BUDGET, help="Context budget in estimated tokens."
+        ),
     ] = 3000,
     rerank: RerankOption = False,
     reranker: Annotated[

@@ -100,36 +100,17 @@ def warn(message: str) -> None:
 
 
 def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
-    """Events beside the index when that is a plain file in a writable folder; when the
-    folder or file cannot take them, one warning, and the command goes on without them."""
-    from gbr.core import telemetry
+    """Events beside the index (gbr.access.opening.start_events), warnings on stderr."""
+    from gbr.access.opening import start_events
 
-    telemetry.configure(telemetry.events_beside(db), echo=echo, human=human, warn=warn)
-
-
-# Where optimised ONNX graphs are kept (default `$GBR_HOME/onnx`); `off` keeps none.
+    start_events(db, warn, echo=echo, human=human)
 
 
 def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True) -> OnnxEmbedder:
-    """The embedder, its optimised graph kept between runs (a cold `search` then skips
-    optimising it: gbr.core.embed.onnx_graphs); `prepack=False` when the process embeds only a
-    query or two (gbr.core.embed.embedder.onnx_session)."""
-    from gbr.core.embed.embedder import OnnxEmbedder
-    from gbr.core.embed.model_files import resolve_model_files
+    """The embedder for this process's environment (gbr.access.opening.load_model)."""
+    from gbr.access import opening
 
-    return OnnxEmbedder(
-        resolve_model_files(model_dir, env=os.environ),
-        device=device,
-        graphs=onnx_graphs(),
-        prepack=prepack,
-    )
-
-
-def onnx_graphs() -> Path | None:
-    """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
-    from gbr.core.embed.onnx_graphs import kept_folder
-
-    return kept_folder(os.environ)
+    return opening.load_model(model_dir, os.environ, device, prepack)
 
 
 def configure(
@@ -170,19 +151,9 @@ def local_index(
     hands a command the daemon serving the index instead, when one runs (DuckDB then lets
     only it in), with a note when a dead daemon's discovery file was removed. `prepack`:
     see load_model."""
-    from gbr.access import LocalIndex
-    from gbr.core import telemetry
+    from gbr.access.opening import open_local
 
-    if settings.db is not None and settings.db.is_file() and not telemetry.has_events_file():
-        # Its events go beside the index, and its warnings to stderr: never to stdout,
-        # which carries `--json`. A folder that takes no events file costs nothing here.
-        events = telemetry.events_beside(settings.db)
-        telemetry.configure(events, echo=True, human=True, warn=_silent, least="warning")
-    return LocalIndex(settings, lambda: load_model(model_dir, device, prepack), env=os.environ)
-
-
-def _silent(message: str) -> None:
-    """A search in a read-only checkout must not warn each time that events are not kept."""
+    return open_local(settings, os.environ, model_dir, device, prepack)
 
 
 def note_stale(info: DaemonInfo | None, why: str) -> None:

@@ -30,6 +30,7 @@ from gbr.commands.options import (
     MaxFileSizeOption,
     ModelDirOption,
 )
+from gbr.core.environ import FAULTS, PORT, TOKEN
 
 if TYPE_CHECKING:
     from gbr.access.discovery import DaemonInfo
@@ -54,7 +55,7 @@ def serve(
         str | None,
         typer.Option(
             "--token",
-            envvar="GBR_TOKEN",
+            envvar=TOKEN.name,
             help="Clients must send `Authorization: Bearer TOKEN`.",
             show_default=False,
         ),
@@ -109,9 +110,9 @@ def serve(
         root = package_root(path)
         db_path = (db or default_db(root)).resolve()
         try:
-            faults = parse_faults(os.environ.get("GBR_FAULTS"))
+            faults = parse_faults(os.environ.get(FAULTS.name))
         except ValueError as exc:
-            raise ConfigError(f"GBR_FAULTS: {exc}") from None
+            raise ConfigError(f"{FAULTS.name}: {exc}") from None
         human = not json_logs if json_logs is not None else _is_terminal(sys.stderr)
         start_telemetry(db_path, echo=True, human=human)
         package = configure(
@@ -197,9 +198,9 @@ def _default_port(builtin: int) -> int:
     """GBR_PORT, else the built-in one: the port tried first when --port is not given."""
     from gbr.core.errors import ConfigError
 
-    text = os.environ.get("GBR_PORT", "").strip()
+    text = PORT.text(os.environ)
     if not text:
         return builtin
     if not text.isdigit() or not 0 < int(text) <= 65535:
-        raise ConfigError(f"GBR_PORT={text!r} is not a port; set it to a number from 1 to 65535")
+        raise ConfigError(f"{PORT.name}={text!r} is not a port; set it to a number from 1 to 65535")
     return int(text)

@@ -3,21 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from gbr.commands.common import (
-    configure,
-    embedding_note,
-    errors,
-    find_db,
-    local_index,
-    note_stale,
-    out,
-)
+from gbr.commands.common import embedding_note, errors, note_stale, out
 from gbr.commands.options import (
     DbOption,
     DebugOption,
@@ -36,13 +29,13 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with errors(debug) as command:
-        from gbr.access import chosen
+        from gbr.access.opening import find_package
         from gbr.core.store.snapshot import lock_holder
 
-        db_path = command.db = find_db(db)
-        config = configure(db_path.parent.parent, db_path)
-        local = local_index(config.local_settings(), None)
-        with chosen(local, note_stale) as index:
+        package = find_package(db, os.environ, Path.cwd())
+        db_path = command.db = package.db
+        config = package.config
+        with package.index(on_stale=note_stale) as (index, _):
             report = index.status()
             here = index.via is None
         if here:

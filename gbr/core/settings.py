@@ -18,14 +18,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gbr.core.environ import is_off
 from gbr.core.errors import ConfigError
+from gbr.core.records import MODES, TEST_POLICIES
 
 # Where `index` and `serve` may embed; embed.device picks among them.
 DEVICES = ("auto", "cpu", "cuda")
 
 SETTINGS_FILE = "settings.toml"
-MODES = ("hybrid", "dense", "bm25")
-TESTS = ("include", "demote", "exclude")
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ def _bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "on", "1"):
         return True
-    if lowered in ("false", "no", "off", "0"):
+    if is_off(lowered):
         return False
     raise ValueError("true or false")
 
@@ -92,7 +92,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_file_size": _size,
     "k": _k,
     "mode": _choice(MODES),
-    "tests": _choice(TESTS),
+    "tests": _choice(TEST_POLICIES),
     "embed_cache": _bool,
     "device": _choice(DEVICES),
 }

@@ -31,11 +31,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gbr import __version__
-from gbr.access.client import (
-    HISTORY_MAX_CHARS,
-    HISTORY_MAX_MESSAGES,
+from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, PROVIDER_ENV_HEADER
+from gbr.access.requests import (
+    MAX_ASK_K,
+    MAX_BUDGET,
+    MAX_FILTER_CHARS,
+    MAX_KINDS,
+    MAX_MODEL_CHARS,
+    MAX_PROVIDER_CHARS,
     MAX_QUERY_CHARS,
-    PROVIDER_ENV_HEADER,
+    MAX_SEARCH_K,
+    MIN_BUDGET,
 )
 from gbr.core.answer.limits import (
     DEFAULT_DEADLINE,
@@ -55,8 +61,8 @@ from gbr.core.errors import (
 )
 from gbr.core.llm.base import Message as ChatMessage
 from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
-from gbr.core.rank.search import Filter, Mode
-from gbr.core.records import ChunkKind
+from gbr.core.rank.search import Filter
+from gbr.core.records import ChunkKind, Mode
 from gbr.core.telemetry import log
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.graph_routes import add_graph_routes
@@ -90,11 +96,13 @@ class SearchRequest(BaseModel):
     query: str = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, description="Words or an identifier."
     )
-    k: int = Field(10, ge=1, le=200, description="Hits to return.")
+    k: int = Field(10, ge=1, le=MAX_SEARCH_K, description="Hits to return.")
     mode: Mode = "hybrid"
-    path: str | None = Field(None, max_length=4096, description="Path prefix or glob.")
-    module: str | None = Field(None, max_length=4096, description="Module and its submodules.")
-    kinds: list[ChunkKind] = Field(default_factory=list, max_length=16)
+    path: str | None = Field(None, max_length=MAX_FILTER_CHARS, description="Path prefix or glob.")
+    module: str | None = Field(
+        None, max_length=MAX_FILTER_CHARS, description="Module and its submodules."
+    )
+    kinds: list[ChunkKind] = Field(default_factory=list, max_length=MAX_KINDS)
     tests: TestPolicy = Field(DEFAULT_TEST_POLICY, description=TEST_POLICY_HELP)
 
 
@@ -145,9 +153,11 @@ class HistoryMessage(BaseModel):
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=10_000)
-    k: int = Field(8, ge=1, le=50, description="Most chunks to send.")
-    budget: int = Field(3000, ge=200, le=200_000, description="Context budget, in tokens.")
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(8, ge=1, le=MAX_ASK_K, description="Most chunks to send.")
+    budget: int = Field(
+        3000, ge=MIN_BUDGET, le=MAX_BUDGET, description="Context budget, in tokens."
+    )
     rerank: bool = False
     hyde: bool | None = None
     dry_run: bool = False
@@ -168,8 +178,8 @@ class AskRequest(BaseModel):
         le=MAX_MAX_ANSWER,
         description="Largest answer (UTF-8 bytes); past it the answer stops with an error.",
     )
-    provider: str | None = Field(None, max_length=100)
-    model: str | None = Field(None, max_length=200)
+    provider: str | None = Field(None, max_length=MAX_PROVIDER_CHARS)
+    model: str | None = Field(None, max_length=MAX_MODEL_CHARS)
     stream: bool = Field(True, description="Server-sent events: token..., answer[, error].")
     history: list[HistoryMessage] = Field(
         default_factory=list,
@@ -322,8 +332,8 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         "/llm", dependencies=auth, response_model=LlmResponse, responses=_ERRORS, tags=["query"]
     )
     def llm(
-        provider: Annotated[str | None, Query(max_length=100)] = None,
-        model: Annotated[str | None, Query(max_length=200)] = None,
+        provider: Annotated[str | None, Query(max_length=MAX_PROVIDER_CHARS)] = None,
+        model: Annotated[str | None, Query(max_length=MAX_MODEL_CHARS)] = None,
         provider_env: ProviderEnv = None,
     ) -> dict[str, Any]:
         """The provider and model an /ask with these names (and provider settings) would

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from gbr import __version__
-from gbr.access import Found, LlmChoice, open_provider
-from gbr.access.local import found
+from gbr.access import Found, LlmChoice, engine, open_provider
+from gbr.access.requests import AskRequest, SearchRequest
 from gbr.actors.faults import FaultPlan
 from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
 from gbr.actors.oracle import AskQuestion
 from gbr.actors.oracle import ask as ask_oracle
-from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.actors.pipeline import run_index
 from gbr.actors.pykka_gaps import queued
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
 from gbr.core.answer.oracle import (
@@ -42,7 +42,6 @@ from gbr.core.embed.cache import CacheConfig
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import (
-    ConfigError,
     DaemonError,
     GbrError,
     IndexEmptyError,
@@ -51,24 +50,14 @@ from gbr.core.errors import (
 )
 from gbr.core.llm.base import Message
 from gbr.core.parse.changes import ChangeSet
-from gbr.core.rank.rerank import default_reranker_spec
-from gbr.core.rank.search import Filter, Mode, Ranking, Searcher
-from gbr.core.records import IndexSummary
+from gbr.core.rank.search import Filter, Ranking, Searcher
+from gbr.core.records import IndexSummary, Mode
 from gbr.core.sizes import DEFAULT_MAX_BYTES
-from gbr.core.store import vector_file
 from gbr.core.store.facade import Store, ThreadLocalStore, check_root, status_report
-from gbr.core.store.postings_memory import SERVING_BUDGET
 from gbr.core.telemetry import log
 from gbr.daemon.filler import Filler, quiet_seconds
 from gbr.daemon.metrics import Metrics
-from gbr.daemon.oracles import (
-    NO_LLM,
-    OracleKey,
-    Oracles,
-    close_provider,
-    settings_digest,
-    settings_env,
-)
+from gbr.daemon.oracles import Oracles, close_provider, settings_env
 from gbr.daemon.reporting import degraded, describe_metrics, printable
 from gbr.daemon.watcher import Watcher
 
@@ -84,6 +73,7 @@ class DaemonConfig:
     include_deps: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
     ignore: tuple[str, ...] = ()  # the package's `ignore` setting
+    follow_outside_links: bool = False
     faults: FaultPlan | None = None  # crash drills (GBR_FAULTS), never set in normal use
     embed_cache: CacheConfig | None = None  # None: off
     # The environment `serve` read at start-up: provider keys, the ranker and reranker
@@ -160,15 +150,14 @@ class Daemon:
             base.close()
             raise
         self.store = ThreadLocalStore(base)
-        self.searcher = Searcher(
+        self.searcher = engine.open_searcher(
             self.store,
             self.model,
-            ranking=Ranking.default(self.config.env),
-            postings_budget=SERVING_BUDGET,
-            # Mapped when the file beside the index is good (a start with nothing changed:
-            # at 1M chunks, reading every vector took the first search 25 s and 12 GB);
-            # after a change, read from DuckDB rather than rewritten at every save.
-            vector_file=vector_file.file_for(self.config.db),
+            Ranking.default(self.config.env),
+            db=self.config.db,
+            serving=True,
+            # After a change, the vectors are read from DuckDB rather than their file
+            # rewritten at every save.
             write_vector_file=False,
         )
         self.indexer = start_indexer(
@@ -255,17 +244,12 @@ class Daemon:
 
     def _run(self, only: frozenset[str] | None, kind: str, seen_at: float | None) -> IndexSummary:
         """One pipeline run, on the Indexer's thread (so never two at once)."""
-        options = IndexOptions(
-            root=self.config.root,
-            db=self.config.db,
-            include_deps=self.config.include_deps,
-            max_bytes=self.config.max_bytes,
-            ignore=self.config.ignore,
+        options = engine.index_options(
+            self.config,
+            self.config.db,
             faults=self.config.faults,
-            embed_cache=self.config.embed_cache,
             only=only,
             cancel=self._cancel,
-            embed_after_write=True,
             publish=self._reload_early,
         )
         self.indexing = kind
@@ -366,9 +350,9 @@ class Daemon:
     def search(self, query: str, k: int, mode: Mode, where: Filter) -> Found:
         """The hits, and a hint when a filter excludes everything (`search --json`)."""
         assert self.store is not None
-        searcher = self._searcher()
+        request = SearchRequest(query, k, mode, where).check()
         try:
-            hits = searcher.search(query, k, mode, where)
+            return engine.search(self._searcher(), request)
         except IndexEmptyError:
             if not self.first_pass.is_set():
                 raise IndexEmptyError(
@@ -376,7 +360,6 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return found(searcher, query, mode, hits, where)
 
     def plan_ask(
         self,
@@ -393,22 +376,10 @@ class Daemon:
         `client_env`: the asking client's provider variables, used instead of the daemon's
         (gbr.daemon.oracles says why).
         """
-        if not question.strip():
-            raise ConfigError("the question is empty; ask something about the code")
-        missing: MissingKeyError | None = None
-        turns = tuple(history)
-        if not options.dry_run:
-            spec = default_reranker_spec(self.config.env) if options.rerank else None
-            try:
-                key = (True, provider, model, spec, settings_digest(client_env))
-                oracle = self.oracles.get(key, self._searcher(), client_env)
-                return AskPlan(question, options, oracle, None, turns)
-            except MissingKeyError as exc:
-                missing = exc
-        return AskPlan(question, options, self._oracle(NO_LLM), missing, turns)
-
-    def _oracle(self, key: OracleKey) -> ChildRef:
-        return self.oracles.get(key, self._searcher())
+        request = AskRequest(question, options, LlmChoice(provider, model), tuple(history))
+        request.check()
+        oracle, missing = self.oracles.get(request.llm, options, self._searcher(), client_env)
+        return AskPlan(question, options, oracle, missing, tuple(request.history))
 
     def check_llm(
         self,

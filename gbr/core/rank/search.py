@@ -12,13 +12,13 @@ from collections.abc import Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
 from gbr.core.embed.embedder import Embedder
 from gbr.core.embed.model_files import same_vector_space
-from gbr.core.environ import NO_ENV
+from gbr.core.environ import NO_ENV, RANKER, is_off
 from gbr.core.errors import ConfigError, IndexEmptyError, ModelMismatchError
 from gbr.core.parse.chunk_text import code_words
 from gbr.core.rank.priors import (
@@ -38,7 +38,16 @@ from gbr.core.rank.ranker import (
     features,
     load_ranker,
 )
-from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, NodePart, SearchFilter
+from gbr.core.records import (
+    MODES,
+    NO_FILTER,
+    ChunkKind,
+    ChunkRow,
+    Hit,
+    Mode,
+    NodePart,
+    SearchFilter,
+)
 from gbr.core.store.postings_memory import MemoryPostings
 
 if TYPE_CHECKING:
@@ -47,8 +56,6 @@ if TYPE_CHECKING:
 from gbr.core.store.facade import Store
 from gbr.core.telemetry import log
 
-Mode = Literal["hybrid", "dense", "bm25"]
-MODES: tuple[Mode, ...] = ("hybrid", "dense", "bm25")
 RRF_K = 60
 
 
@@ -237,7 +244,7 @@ class Ranking:
 
         second = default_second_opinion(env)
         setting = env.get(RANKER_ENV, "").strip()
-        if setting.lower() in ("", "off", "none"):
+        if not setting or is_off(setting):
             return cls(priors=DEFAULT_PRIORS, second=second)
         path = DEFAULT_RANKER_PATH if setting.lower() == "on" else Path(setting).expanduser()
         return cls(priors=DEFAULT_PRIORS, ranker=load_ranker(path), second=second)
@@ -265,7 +272,7 @@ DEFAULT_PRIORS = Priors(
 )
 # The learned ranker is off by default: leave-one-repository-out on the dev half gave only
 # +0.015 MRR@10 (worse on 3 of 7 repositories), and the held-out half lost 0.04 R@5 with it.
-RANKER_ENV = "GBR_RANKER"
+RANKER_ENV = RANKER.name
 
 NO_RANKING = Ranking(priors=NO_PRIORS, ranker=None)
 
@@ -791,8 +798,3 @@ def _candidate(hit: Hit, row: ChunkRow, doc: int, rank: int, retrieval: Retrieva
         bm25=bm25[0] if bm25 else None,
         bm25_rank=bm25[1] if bm25 else None,
     )
-
-
-def search_json(query: str, mode: str, hits: Sequence[Hit]) -> dict[str, Any]:
-    """The `search --json` object, which the daemon and the MCP tool return as well."""
-    return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}
