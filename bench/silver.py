@@ -185,12 +185,15 @@ def score_block(variant: Variant, tagged: Tagged, seconds: float) -> dict[str, A
 
 
 def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    splits = args.split.split(",")
+    for split in splits:
+        load_split(args.work, split)  # stops with what to run when `build` has not been run
     os.environ["GBR_HOME"] = str(args.work / "gbr-home")  # the shared embed cache, kept here
     variants = _variants(args.variants, parser)
     model = load_model()
     memo = MemoEmbedder(model)
     report: dict[str, Any] = {"splits": {}}
-    for split in args.split.split(","):
+    for split in splits:
         for layout in LAYOUTS if args.layout == "both" else (args.layout,):
             units = split_units(args.work, split, layout)
             block: dict[str, Any] = {}
@@ -295,6 +298,9 @@ def cmd_negatives(args: argparse.Namespace) -> int:
     lines = load_split(args.work, args.split, benchmark_only=False)
     loaders = {f: (lambda raw=raw: [query_of(r) for r in raw]) for f, raw in lines.items()}
     units = units_of(args.work / "stripped" / args.split, loaders, "per-package")
+    # Smallest first: embedding is most of the cost, so an unfinished run has mined the most
+    # queries it could.
+    units.sort(key=lambda u: (sum(f.stat().st_size for f in u.root.rglob("*.gleam")), u.name))
     model = load_model()
     memo = MemoEmbedder(model)
     # The reranker reorders the shipped top 30; the second opinion only reorders that pool,
