@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
-from gbr.core.embed_cache import CacheConfig, cache_config
-from gbr.core.embedder import OnnxEmbedder, PaddingStats
-from gbr.core.model_files import resolve_model_files
+from gbr.core.embed.cache import CacheConfig, cache_config
+from gbr.core.embed.embedder import OnnxEmbedder, PaddingStats
+from gbr.core.embed.model_files import resolve_model_files
+from gbr.core.parse.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.records import FileProblem, PartialFile
 
 REPO = Path(__file__).resolve().parents[1]
@@ -170,7 +170,7 @@ class Corpus:
 def pipeline_limits(model: OnnxEmbedder) -> ChunkLimits:
     """The chunk size run_index uses: the window minus what the embed format reserves."""
     try:
-        from gbr.core.chunk_text import chunk_budget
+        from gbr.core.parse.chunk_text import chunk_budget
 
         return ChunkLimits(max_tokens=chunk_budget(model.max_tokens))
     except ImportError:  # older gbr: the whole window minus [CLS] and [SEP]
@@ -549,7 +549,7 @@ def open_read_only(db: Path, attempts: int = 50) -> Any:
     import gc
 
     from gbr.core.errors import StoreError
-    from gbr.core.store import Store
+    from gbr.core.store.facade import Store
 
     for attempt in range(attempts):
         try:
@@ -574,7 +574,7 @@ def bench_main(
     that is 1 when any target missed."""
     work = args.workdir or Path(tempfile.mkdtemp(prefix=prefix))
     work.mkdir(parents=True, exist_ok=True)
-    # Every bench starts from an empty shared embed cache of its own (gbr.core.embed_cache):
+    # Every bench starts from an empty shared embed cache of its own (gbr.core.embed.cache):
     # the user's would serve vectors a timed phase is meant to compute, and grow with bench data.
     os.environ["GBR_HOME"] = str(work / "gbr-home")
     quiet_telemetry(work)
@@ -613,7 +613,7 @@ def gleambrctl() -> str:
 
 def time_fts_refresh(db: Path) -> float:
     """One full `refresh_fulltext`: what a rebuild of the BM25 index costs at this size."""
-    from gbr.core.store import Store
+    from gbr.core.store.facade import Store
 
     with Store.open(db) as store:
         seconds, _ = timed(store.refresh_fulltext)

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/calibrate_int8.py [--devcorpus DIR] [--out FILE] [--check]
 
-gbr.core.int8_matmul quantises the input of each int8 product with a fixed range, so that a
+gbr.core.embed.int8_matmul quantises the input of each int8 product with a fixed range, so that a
 text's vector does not depend on the texts batched beside it. The ranges are the lowest
 and highest value each input takes over what the model reads in use: every chunk the real
 chunker cuts from `examples/` and the devcorpus dev half (embedded as indexing embeds it,
@@ -11,7 +11,7 @@ real tokens count: padding is masked out of the attention and the pooling, so a 
 position clipped by the range changes nothing.
 
 `--check` compares the shipped file with a fresh calibration and fails when they differ.
-Re-run after changing the default model; its id (gbr.core.model_files) must change too.
+Re-run after changing the default model; its id (gbr.core.embed.model_files) must change too.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import REPO, pipeline_limits
 from eval import DEV_HALF
 
-from gbr.core.chunk_text import embed_text
-from gbr.core.chunker import chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder, length_batches
-from gbr.core.int8_matmul import RANGES_FILE, activation_names
-from gbr.core.model_files import ModelFiles, resolve_model_files
+from gbr.core.embed.embedder import OnnxEmbedder, length_batches
+from gbr.core.embed.int8_matmul import RANGES_FILE, activation_names
+from gbr.core.embed.model_files import ModelFiles, resolve_model_files
+from gbr.core.parse.chunk_text import embed_text
+from gbr.core.parse.chunker import chunk_file, new_parser
 from gbr.core.records import FileProblem, PartialFile, SourceFile
 
 DEVCORPUS = REPO.parent / "shared" / "devcorpus"

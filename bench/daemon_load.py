@@ -49,9 +49,9 @@ from evaluation import load_queries
 
 from gbr.access.discovery import read_discovery
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.chunker import new_parser
 from gbr.core.llm import provider_env_vars
-from gbr.core.rerank import RERANK_MODEL_DIR_ENV
+from gbr.core.parse.chunker import new_parser
+from gbr.core.rank.rerank import RERANK_MODEL_DIR_ENV
 
 SAVE_TARGET_S = 2.0  # the target: a saved single-file change searchable within 2 s
 SAVE_FILE = "src/bookshelf/loan.gleam"  # in the example package: a large module, many chunks

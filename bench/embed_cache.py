@@ -32,7 +32,7 @@ import _corpus as bc
 
 from gbr.actors import pipeline
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embed_cache import EmbedCache, cache_config, describe
+from gbr.core.embed.cache import EmbedCache, cache_config, describe
 
 DEVCORPUS = bc.REPO.parent / "shared" / "devcorpus"
 PACKAGE_A = "TanklesXL__glint"

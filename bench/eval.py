@@ -31,17 +31,17 @@ sys.path.insert(0, str(REPO))
 
 from bench.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
-from gbr.core.chunk_text import search_text  # noqa: E402
-from gbr.core.embed_cache import cache_config  # noqa: E402
-from gbr.core.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.fulltext import FtsConfig  # noqa: E402
-from gbr.core.model_files import resolve_model_files  # noqa: E402
-from gbr.core.priors import Priors  # noqa: E402
-from gbr.core.ranker import load_ranker  # noqa: E402
+from gbr.core.embed.cache import cache_config  # noqa: E402
+from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
+from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
+from gbr.core.parse.chunk_text import search_text  # noqa: E402
+from gbr.core.rank.priors import Priors  # noqa: E402
+from gbr.core.rank.ranker import load_ranker  # noqa: E402
+from gbr.core.rank.rerank import Reranker, load_reranker  # noqa: E402
+from gbr.core.rank.search import NO_RANKING, Fusion, Mode, Ranking, Searcher  # noqa: E402
 from gbr.core.records import Chunk, Hit  # noqa: E402
-from gbr.core.rerank import Reranker, load_reranker  # noqa: E402
-from gbr.core.search import NO_RANKING, Fusion, Mode, Ranking, Searcher  # noqa: E402
-from gbr.core.store import Store  # noqa: E402
+from gbr.core.store.facade import Store  # noqa: E402
+from gbr.core.store.fulltext import FtsConfig  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -660,9 +660,9 @@ def second_opinion_variants() -> list[Variant]:
     temp folder), so the second model embeds each text once for all of them."""
     import tempfile
 
-    from gbr.core.chunk_text import doc_prose, without_doc_lines
-    from gbr.core.embed_cache import CacheConfig
-    from gbr.core.second_opinion import (
+    from gbr.core.embed.cache import CacheConfig
+    from gbr.core.parse.chunk_text import doc_prose, without_doc_lines
+    from gbr.core.rank.second_opinion import (
         SecondOpinion,
         hit_text,
         min_max,

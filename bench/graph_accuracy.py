@@ -33,9 +33,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gbr.core.chunker import chunk_file, new_parser  # noqa: E402
 from gbr.core.graph.extract import extract_file_graph, file_graph  # noqa: E402
-from gbr.core.oversize import parse_yielding  # noqa: E402
+from gbr.core.parse.chunker import chunk_file, new_parser  # noqa: E402
+from gbr.core.parse.oversize import parse_yielding  # noqa: E402
 from gbr.core.records import SourceFile  # noqa: E402
 
 LABELS = REPO / "bench" / "graph_edges"
@@ -121,8 +121,8 @@ def accuracy() -> dict[str, Any]:
 
 def timing() -> dict[str, Any]:
     """ms per devcorpus file: chunking (with its parse) against extraction on the same tree."""
-    from gbr.core.embedder import OnnxEmbedder
-    from gbr.core.model_files import resolve_model_files
+    from gbr.core.embed.embedder import OnnxEmbedder
+    from gbr.core.embed.model_files import resolve_model_files
 
     count_tokens = OnnxEmbedder(resolve_model_files(env=os.environ)).count_tokens
     root = CORPORA["devcorpus"]

@@ -41,13 +41,13 @@ from eval import (  # noqa: E402
 )
 
 from bench.evaluation import Query  # noqa: E402
-from gbr.core.embedder import OnnxEmbedder  # noqa: E402
+from gbr.core.answer.oracle import Answer, AskOptions, Oracle  # noqa: E402
+from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
+from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
 from gbr.core.llm.base import Message  # noqa: E402
-from gbr.core.model_files import resolve_model_files  # noqa: E402
-from gbr.core.oracle import Answer, AskOptions, Oracle  # noqa: E402
+from gbr.core.rank.search import Searcher  # noqa: E402
 from gbr.core.records import Hit  # noqa: E402
-from gbr.core.search import Searcher  # noqa: E402
-from gbr.core.store import Store  # noqa: E402
+from gbr.core.store.facade import Store  # noqa: E402
 
 DEFAULTS = AskOptions(dry_run=True, hyde=False)
 MORE_CHUNKS = 16  # the "more code instead" setting: twice the default chunk count

@@ -33,7 +33,7 @@ from typing import Any
 import _corpus as bc
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.indexing import embed_key
+from gbr.core.store.indexing import embed_key
 
 RATIO_TARGET = 0.85
 NOOP_TARGET_S = 2.0
@@ -292,11 +292,11 @@ def graph_cost(root: Path, db: Path, model: Any, e2e_s: float) -> dict[str, Any]
     writing its graph rows (into a scratch in-memory DuckDB, as the store's hook does)."""
     import duckdb
 
-    from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
     from gbr.core.graph import store as graph_tables
     from gbr.core.graph.extract import extract_file_graph
+    from gbr.core.parse.chunker import ChunkLimits, chunk_file, new_parser
+    from gbr.core.parse.walker import FoundFile, WalkOptions, read_file, walk
     from gbr.core.records import SourceFile
-    from gbr.core.walker import FoundFile, WalkOptions, read_file, walk
 
     parser, limits = new_parser(), ChunkLimits()
     scratch = duckdb.connect(":memory:")

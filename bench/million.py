@@ -52,7 +52,7 @@ from daemon_load import Daemon
 from query_latency import QUERIES, replicate, write_vector_file
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.vector_file import file_for
+from gbr.core.store.vector_file import file_for
 
 DEFAULT_CHUNKS = 1_000_000
 MARKER = "million.json"  # what a built work folder holds, for --reuse
@@ -387,22 +387,22 @@ def index_run(where: Layout, env: dict[str, str], profile: Path | None = None) -
 Phases = tuple[tuple[str, str, str], ...]
 INDEX_PHASES: Phases = (
     ("model load", "gbr/access/local.py", "model"),
-    ("damage check (reads every row)", "gbr/core/store.py", "verify"),
-    ("no-change check (walk, hash)", "gbr/core/snapshot.py", "unchanged_summary"),
+    ("damage check (reads every row)", "gbr/core/store/facade.py", "verify"),
+    ("no-change check (walk, hash)", "gbr/core/store/snapshot.py", "unchanged_summary"),
     ("map the old vector file", "gbr/actors/pipeline.py", "_vectors_before"),
-    ("copy the index", "gbr/core/snapshot.py", "begin"),
+    ("copy the index", "gbr/core/store/snapshot.py", "begin"),
     ("pipeline (walk, hash, write, FTS)", "gbr/actors/pipeline.py", "_run_pipeline"),
-    ("commit (reopen, rename)", "gbr/core/snapshot.py", "commit"),
+    ("commit (reopen, rename)", "gbr/core/store/snapshot.py", "commit"),
     ("write the vector file", "gbr/actors/pipeline.py", "_refresh_vectors"),
     ("the whole command", "gbr/commands/index.py", "index"),
 )
 SEARCH_PHASES: Phases = (
     ("model load", "gbr/access/local.py", "model"),
-    ("coverage check (count(embedding))", "gbr/core/store_queries.py", "coverage"),
-    ("vectors read from DuckDB", "gbr/core/store_queries.py", "vectors"),
-    ("vector file written", "gbr/core/vector_file.py", "write"),
-    ("cosine over all vectors", "gbr/core/search.py", "top_k_cosine"),
-    ("BM25", "gbr/core/store_queries.py", "bm25"),
+    ("coverage check (count(embedding))", "gbr/core/store/queries.py", "coverage"),
+    ("vectors read from DuckDB", "gbr/core/store/queries.py", "vectors"),
+    ("vector file written", "gbr/core/store/vector_file.py", "write"),
+    ("cosine over all vectors", "gbr/core/rank/search.py", "top_k_cosine"),
+    ("BM25", "gbr/core/store/queries.py", "bm25"),
     ("the whole command", "gbr/commands/search.py", "search"),
 )
 WHOLE = "the whole command"

@@ -28,13 +28,13 @@ sys.path.insert(0, str(REPO))
 
 from bench._corpus import pipeline_limits  # noqa: E402
 from bench.eval import DEV_HALF, DEVCORPUS, half_of  # noqa: E402
-from gbr.core.chunk_text import doc_prose, embed_text, without_doc_lines  # noqa: E402
-from gbr.core.chunker import ChunkLimits, TokenCounter, chunk_file, new_parser  # noqa: E402
-from gbr.core.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.model_files import resolve_model_files  # noqa: E402
-from gbr.core.priors import is_test  # noqa: E402
+from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
+from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
+from gbr.core.parse.chunk_text import doc_prose, embed_text, without_doc_lines  # noqa: E402
+from gbr.core.parse.chunker import ChunkLimits, TokenCounter, chunk_file, new_parser  # noqa: E402
+from gbr.core.parse.walker import FoundFile, read_file, walk  # noqa: E402
+from gbr.core.rank.priors import is_test  # noqa: E402
 from gbr.core.records import Chunk, FileProblem, PartialFile  # noqa: E402
-from gbr.core.walker import FoundFile, read_file, walk  # noqa: E402
 
 MIN_DOC_CHARS = 20
 QUERY_CHARS = 200

@@ -22,10 +22,10 @@ sys.path.insert(0, str(REPO))
 
 from bench.eval import DEV_QUERIES, DEVCORPUS, HALVES, devcorpus_units, unit_index  # noqa: E402
 from bench.evaluation import Query  # noqa: E402
-from gbr.core.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.model_files import resolve_model_files  # noqa: E402
-from gbr.core.search import Ranking, Retrieval, Searcher  # noqa: E402
-from gbr.core.store import Store  # noqa: E402
+from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
+from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
+from gbr.core.rank.search import Ranking, Retrieval, Searcher  # noqa: E402
+from gbr.core.store.facade import Store  # noqa: E402
 
 
 def target_rank(query: Query, hits: list[tuple[str, str]]) -> int | None:

@@ -26,12 +26,12 @@ sys.path.insert(0, str(REPO))
 import _corpus as bc  # noqa: E402
 
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
+from gbr.core.answer.oracle import AskOptions, Oracle  # noqa: E402
+from gbr.core.answer.prompt import HYDE_SYSTEM_PROMPT  # noqa: E402
 from gbr.core.llm.base import ProviderSettings  # noqa: E402
 from gbr.core.llm.openai_compat import OpenAICompatProvider  # noqa: E402
-from gbr.core.oracle import AskOptions, Oracle  # noqa: E402
-from gbr.core.prompt import HYDE_SYSTEM_PROMPT  # noqa: E402
-from gbr.core.rerank import LlmReranker  # noqa: E402
-from gbr.core.search import Searcher  # noqa: E402
+from gbr.core.rank.rerank import LlmReranker  # noqa: E402
+from gbr.core.rank.search import Searcher  # noqa: E402
 from tests.fake_llm import FakeLlm  # noqa: E402
 
 QUESTION = "how can a member reserve a book that is already on loan"

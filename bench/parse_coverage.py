@@ -4,7 +4,7 @@
     .venv/bin/python bench/parse_coverage.py --corpus DIR    # any folder of .gleam files
     .venv/bin/python bench/parse_coverage.py --json out.json
 
-Each `.gleam` file (outside `build/` and `.gbr/`) goes through `gbr.core.chunker.chunk_file`
+Each `.gleam` file (outside `build/` and `.gbr/`) goes through `gbr.core.parse.chunker.chunk_file`
 with the bundled grammar and the real tokenizer, as the parser stage does, and is counted as
 clean, partial (some definitions did not parse: indexed in part) or dropped (nothing
 indexed). It also runs a few constructs that older grammars reject, such as lustre's
@@ -25,9 +25,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from gbr.core.chunker import CHUNKER_VERSION, chunk_file, new_parser  # noqa: E402
-from gbr.core.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.model_files import resolve_model_files  # noqa: E402
+from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
+from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
+from gbr.core.parse.chunker import CHUNKER_VERSION, chunk_file, new_parser  # noqa: E402
 from gbr.core.records import FileProblem, SourceFile  # noqa: E402
 
 DEVCORPUS = REPO.parent / "shared" / "devcorpus"

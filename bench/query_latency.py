@@ -49,9 +49,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.priors import Priors
-from gbr.core.search import MODES, Ranking, Searcher
-from gbr.core.store import Store
+from gbr.core.rank.priors import Priors
+from gbr.core.rank.search import MODES, Ranking, Searcher
+from gbr.core.store.facade import Store
 
 HYBRID_P50_TARGET_MS = 50.0
 GRAPH_P50_TARGET_MS = 50.0
@@ -306,7 +306,7 @@ HELD = "postings_budget" in inspect.signature(Searcher).parameters
 def vector_file_of(db: Path) -> Path | None:
     if not MAPPED:
         return None
-    from gbr.core.vector_file import file_for
+    from gbr.core.store.vector_file import file_for
 
     return file_for(db)
 
@@ -333,7 +333,7 @@ def same_ranking(db: Path, model: Any, queries: list[str], k: int) -> dict[str, 
     in five more runs, or already between the two searchers' BM25-only searches, which
     read no vector (five runs alone missed one that the BM25 mode had just shown).
     """
-    from gbr.core.chunk_text import code_words
+    from gbr.core.parse.chunk_text import code_words
 
     differ: list[str] = []
     unexplained: list[str] = []
@@ -459,7 +459,7 @@ def warm(db: Path, model: Any, queries: list[str], args: argparse.Namespace) -> 
         file = vector_file_of(db)
         extra: dict[str, Any] = {"vector_file": file} if file else {}
         if HELD and args.postings == "memory":
-            from gbr.core.postings_memory import SERVING_BUDGET
+            from gbr.core.store.postings_memory import SERVING_BUDGET
 
             extra["postings_budget"] = SERVING_BUDGET  # as the daemon's searcher
         searcher = Searcher(store, model, **extra)
@@ -526,7 +526,7 @@ def hybrid_parts(searcher: Searcher, queries: list[str], k: int) -> dict[str, fl
     Re-does the steps of `Searcher.search` from gbr's building blocks, so it reaches into
     a few internals; if they have moved, the breakdown is skipped rather than the bench.
     """
-    from gbr.core.search import rrf, top_k_cosine
+    from gbr.core.rank.search import rrf, top_k_cosine
 
     try:
         fusion = getattr(searcher, "fusion", None)

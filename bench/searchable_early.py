@@ -35,7 +35,7 @@ HERE = bc.REPO
 def searchable_now(db: Path) -> int:
     """Chunks a BM25 query can see in the index as readers find it now (0: not yet)."""
     from gbr.core.errors import GbrError
-    from gbr.core.store import Store
+    from gbr.core.store.facade import Store
 
     if not db.is_file():
         return 0

@@ -3,7 +3,7 @@
     .venv/bin/python bench/snapshot_cost.py [--chunks 20000] [--json out.json]
 
 An `index` run without a daemon writes `<index>.next` and renames it over the index, so that
-readers keep the last complete index (gbr/core/snapshot.py). This measures, on one index of
+readers keep the last complete index (gbr/core/store/snapshot.py). This measures, on one index of
 about --chunks chunks built from renamed copies of the example (real chunks, real FTS index,
 random unit vectors: the model's vectors would weigh the same and take an hour here):
 
@@ -30,14 +30,13 @@ import _corpus as bc
 import numpy as np
 
 from gbr.actors.pipeline import IndexOptions, _index_meta, run_index
-from gbr.core import snapshot
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
-from gbr.core.chunker import chunk_file, new_parser
-from gbr.core.indexing import embed_chunks
-from gbr.core.paths import check_root
+from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT
+from gbr.core.parse.chunker import chunk_file, new_parser
+from gbr.core.parse.walker import read_file, walk
 from gbr.core.records import FileProblem
-from gbr.core.store import Store
-from gbr.core.walker import read_file, walk
+from gbr.core.store import snapshot
+from gbr.core.store.facade import Store, check_root
+from gbr.core.store.indexing import embed_chunks
 
 
 class RandomVectors:

@@ -10,7 +10,7 @@ which may generalise where all 27 over 122 questions did not.
 
 For every dev-half query, the shipped first stage (fusion and priors, bench/eval.py's
 FIT_FUSION and FIT_PRIORS) gives the top 30 nodes; each gets the features of
-gbr/core/ranker.py and a label (is it one of the query's targets). A pairwise linear model
+gbr/core/rank/ranker.py and a label (is it one of the query's targets). A pairwise linear model
 (logistic loss on feature differences, every target against every other candidate of the
 same query, L2 penalty) is fitted with plain gradient descent in NumPy.
 
@@ -46,12 +46,12 @@ from eval import (  # noqa: E402
     unit_index,
 )
 
-from gbr.core.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.model_files import resolve_model_files  # noqa: E402
-from gbr.core.priors import effective_policy  # noqa: E402
-from gbr.core.ranker import DEFAULT_RANKER_PATH, FEATURES, LinearRanker, features  # noqa: E402
-from gbr.core.search import Filter, Ranking, Searcher, pool_candidates  # noqa: E402
-from gbr.core.store import Store  # noqa: E402
+from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
+from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
+from gbr.core.rank.priors import effective_policy  # noqa: E402
+from gbr.core.rank.ranker import DEFAULT_RANKER_PATH, FEATURES, LinearRanker, features  # noqa: E402
+from gbr.core.rank.search import Filter, Ranking, Searcher, pool_candidates  # noqa: E402
+from gbr.core.store.facade import Store  # noqa: E402
 
 POOL = 30
 LAMBDAS = (0.0003, 0.003, 0.03, 0.3, 1.0, 3.0)

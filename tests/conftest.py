@@ -10,11 +10,11 @@ from pathlib import Path
 import pykka
 import pytest
 
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.embed.model_files import resolve_model_files
 from gbr.core.llm import provider_env_vars
-from gbr.core.model_files import resolve_model_files
 from gbr.core.paths import CEILING_ENV
-from gbr.core.rerank import RERANK_MODEL_DIR_ENV
+from gbr.core.rank.rerank import RERANK_MODEL_DIR_ENV
 
 # The fake LLM server's `fake_llm` fixture, for every test module.
 pytest_plugins = ["tests.fake_llm"]

@@ -10,11 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gbr.access.base import LlmChoice
+from gbr.core.answer.oracle import AskOptions, Oracle
 from gbr.core.errors import MissingKeyError
 from gbr.core.llm import LlmProvider, get_provider
-from gbr.core.oracle import AskOptions, Oracle
-from gbr.core.rerank import Reranker, ask_reranker_spec, load_reranker
-from gbr.core.search import Searcher
+from gbr.core.rank.rerank import Reranker, ask_reranker_spec, load_reranker
+from gbr.core.rank.search import Searcher
 
 
 def open_provider(llm: LlmChoice, env: Mapping[str, str]) -> LlmProvider:

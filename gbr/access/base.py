@@ -18,10 +18,10 @@ from gbr.core.records import Hit
 # Names only the signatures use: importing the seam must not load the Oracle, the LLM
 # providers and pyarrow behind them, which a cold `search` never needs.
 if TYPE_CHECKING:
+    from gbr.core.answer.oracle import AskOptions, AskOutcome, TokenSink
     from gbr.core.llm import Message
-    from gbr.core.oracle import AskOptions, AskOutcome, TokenSink
+    from gbr.core.rank.search import Filter, Mode
     from gbr.core.records import IndexSummary, ProgressCallback
-    from gbr.core.search import Filter, Mode
 
 
 @dataclass(frozen=True, slots=True)

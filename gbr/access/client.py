@@ -26,8 +26,8 @@ from gbr.core.lazy import lazy_module
 if TYPE_CHECKING:
     import httpx
 
+    from gbr.core.answer.oracle import AskOptions
     from gbr.core.llm.base import Message
-    from gbr.core.oracle import AskOptions
 else:
     httpx = lazy_module("httpx")  # loaded when first used
 
@@ -218,7 +218,7 @@ def bounded_history(history: Sequence[Message]) -> list[Message]:
     Turns are dropped oldest first and never split, as `fit_history` does with the budget;
     a turn with an empty message or one over the length cap ends the history there.
     """
-    from gbr.core.prompt import split_turns
+    from gbr.core.answer.prompt import split_turns
 
     kept: list[list[Message]] = []
     count = 0

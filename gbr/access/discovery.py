@@ -220,7 +220,7 @@ class DaemonLock:
     """An exclusive advisory lock on `daemon.lock`, held while a daemon serves the index."""
 
     def __init__(self, db: Path) -> None:
-        from gbr.core.snapshot import WriterLock  # a daemon's: every command finds daemons
+        from gbr.core.store.snapshot import WriterLock  # a daemon's: every command finds daemons
 
         self.db = Path(db).absolute()
         self.path = self.db.parent / LOCK_NAME

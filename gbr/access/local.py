@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from gbr.access.base import Found, LlmChoice
 from gbr.access.discovery import lock_held
-from gbr.core import vector_file
 from gbr.core.errors import DaemonError, IndexBusyError, StoreError
-from gbr.core.filter_hint import filter_hint
 from gbr.core.paths import default_db, package_root
-from gbr.core.search import Filter, Ranking, Searcher
+from gbr.core.rank.filter_hint import filter_hint
+from gbr.core.rank.search import Filter, Ranking, Searcher
 from gbr.core.sizes import DEFAULT_MAX_BYTES
-from gbr.core.snapshot import open_for_reading
-from gbr.core.store import status_report
+from gbr.core.store import vector_file
+from gbr.core.store.facade import status_report
+from gbr.core.store.snapshot import open_for_reading
 
 # What only ask, index and graph questions use is imported where they use it: a cold
 # `search` loads neither the actors (pykka), the LLM providers nor the graph answers.
@@ -36,13 +36,13 @@ if TYPE_CHECKING:
     from gbr.access.answering import Answering
     from gbr.actors.oracle import AskQuestion
     from gbr.actors.supervisor import Supervisor
-    from gbr.core.embed_cache import CacheConfig
-    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.answer.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink
+    from gbr.core.embed.cache import CacheConfig
+    from gbr.core.embed.embedder import OnnxEmbedder
     from gbr.core.llm import Message
-    from gbr.core.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink
+    from gbr.core.rank.search import Mode
     from gbr.core.records import Hit, IndexSummary, ProgressCallback
-    from gbr.core.search import Mode
-    from gbr.core.store import Store
+    from gbr.core.store.facade import Store
 
 
 class _SharedExclusive:
@@ -96,7 +96,7 @@ class LocalSettings:
     ending the call."""
     postings_budget: int = 0
     """Bytes the searcher held between calls (`keep_open`) may hold BM25's postings in, for
-    a front door that answers many queries (gbr.core.postings_memory.SERVING_BUDGET); 0
+    a front door that answers many queries (gbr.core.store.postings_memory.SERVING_BUDGET); 0
     for one query, which would spend more time reading them than it saves."""
 
 
@@ -271,7 +271,7 @@ class LocalIndex:
         """Answer through an Oracle actor made for this question, from the provider and
         reranker `llm` resolves to (a chat keeps those between questions)."""
         from gbr.actors.oracle import AskQuestion, ask_once
-        from gbr.core.oracle import outcome_of
+        from gbr.core.answer.oracle import outcome_of
 
         llm = LlmChoice() if llm is None else llm
         answering = self._answering_for(llm, options)

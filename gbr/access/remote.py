@@ -16,11 +16,11 @@ from typing import Any
 
 from gbr.access.base import Found, LlmChoice
 from gbr.access.client import DaemonClient, ask_body, bounded_history
+from gbr.core.answer.oracle import Answer, AskOptions, AskOutcome, TokenSink
 from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm import Message
-from gbr.core.oracle import Answer, AskOptions, AskOutcome, TokenSink
+from gbr.core.rank.search import Filter, Mode
 from gbr.core.records import IndexSummary, Progress, ProgressCallback
-from gbr.core.search import Filter, Mode
 
 
 class RemoteIndex:

@@ -10,7 +10,7 @@ import numpy as np
 
 from gbr.core.graph.model import FileGraph
 from gbr.core.records import Chunk, FileProblem, SourceFile
-from gbr.core.store_writes import StoredChunk
+from gbr.core.store.writes import StoredChunk
 
 Outcome = Literal["indexed", "unchanged", "dropped", "removed"]
 

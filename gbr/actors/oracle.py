@@ -16,8 +16,8 @@ import pykka
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
+from gbr.core.answer.oracle import Answer, AskOptions, ContextSink, Oracle, TokenSink
 from gbr.core.llm.base import Message
-from gbr.core.oracle import Answer, AskOptions, ContextSink, Oracle, TokenSink
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,22 +30,22 @@ from gbr.actors.messages import (
 from gbr.actors.pykka_gaps import inbox_empty
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
 from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
-from gbr.core import vector_file
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
-from gbr.core.chunker import CHUNKER_VERSION, ChunkLimits
-from gbr.core.embed_cache import CacheConfig, EmbedCache
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.cache import CacheConfig, EmbedCache
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
-from gbr.core.indexing import prepare_chunks
-from gbr.core.paths import check_root, package_root
+from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
+from gbr.core.parse.chunker import CHUNKER_VERSION, ChunkLimits
+from gbr.core.parse.walker import WalkOptions
+from gbr.core.paths import package_root
 from gbr.core.records import FileProblem, FileState, IndexSummary, ProgressCallback
 from gbr.core.sizes import DEFAULT_MAX_BYTES
-from gbr.core.snapshot import StagedIndex, WriterLock, unchanged_summary
-from gbr.core.store import Store
-from gbr.core.store_files import refuse_odd_file
-from gbr.core.store_lock import LOCK_WAIT, open_when_free
+from gbr.core.store import vector_file
+from gbr.core.store.facade import Store, check_root
+from gbr.core.store.files import refuse_odd_file
+from gbr.core.store.indexing import prepare_chunks
+from gbr.core.store.lock import LOCK_WAIT, open_when_free
+from gbr.core.store.snapshot import StagedIndex, WriterLock, unchanged_summary
 from gbr.core.telemetry import log
-from gbr.core.walker import WalkOptions
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,7 +72,7 @@ class IndexOptions:
     # and the full-text index is still rebuilt for them.
     cancel: threading.Event | None = None
     # Write a copy and rename it over the index at the end, so that readers in other
-    # processes keep the last complete index meanwhile (gbr.core.snapshot). Not for a
+    # processes keep the last complete index meanwhile (gbr.core.store.snapshot). Not for a
     # daemon: it holds the index, and the writer lock, for its whole life.
     staged: bool = False
     ignore: tuple[str, ...] = ()  # more patterns to skip (.gitignore syntax, from the root)
@@ -398,7 +398,7 @@ def _vectors_before(db: Path) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _refresh_vectors(db: Path, before: tuple[np.ndarray, np.ndarray] | None) -> None:
     """Write the new index's vector file now, so that the next `search` maps it instead of
-    reading every vector (gbr.core.store_vectors.refresh). A failure costs only that."""
+    reading every vector (gbr.core.store.vectors.refresh). A failure costs only that."""
     try:
         with Store.open(db, read_only=True) as store:
             store.refresh_vectors(vector_file.file_for(db), before)

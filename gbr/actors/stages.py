@@ -30,18 +30,18 @@ from gbr.actors.messages import (
     WalkFinished,
 )
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor, describe
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_text
-from gbr.core.chunker import ChunkLimits, new_parser
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import StoreWriteError
 from gbr.core.graph.build import chunk_with_graph
-from gbr.core.indexing import SharedVectors, embed_chunks, embed_texts, with_known_vectors
+from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, embed_text
+from gbr.core.parse.chunker import ChunkLimits, new_parser
+from gbr.core.parse.walker import Scope, WalkOptions, read_file, walk
 from gbr.core.records import Chunk, FileProblem, FileState, PartialFile, SourceFile
-from gbr.core.snapshot import PublishPace
-from gbr.core.store import FileWrite, Store
-from gbr.core.store_writes import StoredChunk
+from gbr.core.store.facade import FileWrite, Store
+from gbr.core.store.indexing import SharedVectors, embed_chunks, embed_texts, with_known_vectors
+from gbr.core.store.snapshot import PublishPace
+from gbr.core.store.writes import StoredChunk
 from gbr.core.telemetry import log
-from gbr.core.walker import Scope, WalkOptions, read_file, walk
 
 StoreFactory = Callable[[], Store]
 Prepare = Callable[[Sequence[Chunk]], list[StoredChunk]]
@@ -229,7 +229,7 @@ class EmbedderActor(_Stage):
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
-        self.shared = shared  # vectors kept beyond this index (gbr.core.embed_cache)
+        self.shared = shared  # vectors kept beyond this index (gbr.core.embed.cache)
         # The coordinator, when someone watches progress: it hears chunks as they get vectors.
         self.progress_to = progress_to
         self.batch_chunks, self.embed_format = batch_chunks, embed_format

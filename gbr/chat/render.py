@@ -14,9 +14,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from gbr.core.graph.context import render_with_outlines
-from gbr.core.oracle import Answer
-from gbr.core.prompt import chunk_header, sources_line
+from gbr.core.answer.context import render_with_outlines
+from gbr.core.answer.oracle import Answer
+from gbr.core.answer.prompt import chunk_header, sources_line
 from gbr.core.records import Hit, IndexSummary, ProgressCallback
 
 

@@ -21,10 +21,10 @@ from gbr.access import CodeIndex, LlmChoice
 from gbr.chat import commands, render
 from gbr.chat.commands import Command, Question, UsageError
 from gbr.chat.render import Views
+from gbr.core.answer.oracle import Answer, AskOptions
 from gbr.core.errors import GbrError, IndexEmptyError, StoreError
 from gbr.core.llm import Message
 from gbr.core.llm.registry import available
-from gbr.core.oracle import Answer, AskOptions
 from gbr.core.records import Hit
 
 NO_INDEX = "no index yet; type /index"

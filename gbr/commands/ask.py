@@ -79,8 +79,8 @@ def ask(
         from dataclasses import replace
 
         from gbr.access import LlmChoice, LocalSettings, chosen
-        from gbr.core.oracle import AskOptions
-        from gbr.core.priors import parse_test_policy
+        from gbr.core.answer.oracle import AskOptions
+        from gbr.core.rank.priors import parse_test_policy
 
         if tests is not None:
             parse_test_policy(tests)
@@ -115,8 +115,8 @@ def _render_answer_data(
 ) -> None:
     """Render the `ask --json` object, whether it was made here or by a daemon."""
     from gbr.commands.output import stamped
-    from gbr.core.oracle import Answer
-    from gbr.core.prompt import render_context, sources_line
+    from gbr.core.answer.oracle import Answer
+    from gbr.core.answer.prompt import render_context, sources_line
 
     if json_out:
         sys.stdout.write(json.dumps(stamped(data, root), indent=2) + "\n")

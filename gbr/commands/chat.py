@@ -63,7 +63,7 @@ def chat(
         from gbr.access import choose
         from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
         from gbr.core.paths import default_db
-        from gbr.core.postings_memory import SERVING_BUDGET
+        from gbr.core.store.postings_memory import SERVING_BUDGET
 
         root = package_root(path).resolve()
         config = configure(root, db or default_db(root))

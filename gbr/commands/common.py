@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from gbr.access import LocalIndex, LocalSettings
     from gbr.access.config import PackageConfig
     from gbr.access.discovery import DaemonInfo
-    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.embed.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary, Progress
     from gbr.core.settings import Settings
@@ -90,7 +90,7 @@ def fail(exc: GbrError, debug: bool) -> NoReturn:
 def _damage(exc: Exception, db: Path | None) -> GbrError | None:
     if db is None:
         return None
-    from gbr.core.store import damaged
+    from gbr.core.store.facade import damaged
 
     return damaged(exc, db)
 
@@ -112,10 +112,10 @@ def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
 
 def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True) -> OnnxEmbedder:
     """The embedder, its optimised graph kept between runs (a cold `search` then skips
-    optimising it: gbr.core.onnx_graphs); `prepack=False` when the process embeds only a
-    query or two (gbr.core.embedder.onnx_session)."""
-    from gbr.core.embedder import OnnxEmbedder
-    from gbr.core.model_files import resolve_model_files
+    optimising it: gbr.core.embed.onnx_graphs); `prepack=False` when the process embeds only a
+    query or two (gbr.core.embed.embedder.onnx_session)."""
+    from gbr.core.embed.embedder import OnnxEmbedder
+    from gbr.core.embed.model_files import resolve_model_files
 
     return OnnxEmbedder(
         resolve_model_files(model_dir, env=os.environ),
@@ -127,7 +127,7 @@ def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True
 
 def onnx_graphs() -> Path | None:
     """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
-    from gbr.core.onnx_graphs import kept_folder
+    from gbr.core.embed.onnx_graphs import kept_folder
 
     return kept_folder(os.environ)
 
@@ -207,7 +207,7 @@ def embedding_note(embedded: Mapping[str, int] | None, db: Path, via: str | None
     search saw only the embedded ones (BM25 saw all), and this says why and what to do."""
     if not embedded or embedded["chunks"] >= embedded["of"]:
         return None
-    from gbr.core.snapshot import lock_holder
+    from gbr.core.store.snapshot import lock_holder
 
     share = 100 * embedded["chunks"] // max(1, embedded["of"])
     if via is not None:

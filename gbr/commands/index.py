@@ -85,7 +85,7 @@ def index(
     with errors(debug) as command:
         from gbr.access import RemoteIndex, chosen
         from gbr.core.paths import default_db
-        from gbr.core.store import prepare_folder
+        from gbr.core.store.facade import prepare_folder
 
         root = package_root(path)
         db_path = db or default_db(root)
@@ -142,7 +142,7 @@ def _daemon_in_the_way(pid: int, db: Path) -> GbrError:
 
 def _set_aside_if_needed(db: Path, rebuild: bool) -> None:
     """Before a run: with --rebuild, or when the file is damaged, move it aside (one line)."""
-    from gbr.core.store import check_index, set_aside
+    from gbr.core.store.facade import check_index, set_aside
 
     if not db.exists():
         return

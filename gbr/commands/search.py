@@ -76,9 +76,9 @@ def search(
         from gbr.access import LocalSettings, chosen
         from gbr.commands.output import stamped
         from gbr.core.errors import ConfigError
-        from gbr.core.postings_memory import SERVING_BUDGET
-        from gbr.core.priors import parse_test_policy
-        from gbr.core.search import KINDS, MODES, Filter
+        from gbr.core.rank.priors import parse_test_policy
+        from gbr.core.rank.search import KINDS, MODES, Filter
+        from gbr.core.store.postings_memory import SERVING_BUDGET
 
         if mode is not None and mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
@@ -103,7 +103,7 @@ def search(
             LocalSettings(db_path.parent.parent, db_path, keep_open=True, postings_budget=budget),
             model_dir,
             # One query: the model's weights are used as they are rather than repacked
-            # for a run or two (gbr.core.embedder.onnx_session).
+            # for a run or two (gbr.core.embed.embedder.onnx_session).
             prepack=query == "-",
         )
         with chosen(local, note_stale) as index:

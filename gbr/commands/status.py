@@ -22,10 +22,10 @@ from gbr.commands.options import (
     DebugOption,
     JsonOption,
 )
-from gbr.core.model_files import DEFAULT_MODEL_ID, outdated_default_model
+from gbr.core.embed.model_files import DEFAULT_MODEL_ID, outdated_default_model
 
 if TYPE_CHECKING:
-    from gbr.core.embed_cache import CacheConfig
+    from gbr.core.embed.cache import CacheConfig
 
 
 def status(
@@ -36,7 +36,7 @@ def status(
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with errors(debug) as command:
         from gbr.access import chosen
-        from gbr.core.snapshot import lock_holder
+        from gbr.core.store.snapshot import lock_holder
 
         db_path = command.db = find_db(db)
         config = configure(db_path.parent.parent, db_path)
@@ -111,7 +111,7 @@ def status(
 
 def _cache_report(cache: CacheConfig | None, last_run: dict[str, Any] | None) -> dict[str, Any]:
     """The shared embed cache for `status`: where, how big, and the last run's hits."""
-    from gbr.core.embed_cache import describe
+    from gbr.core.embed.cache import describe
 
     report = describe(cache)
     if last_run:

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING
 from gbr.core.lazy import lazy_names
 
 if TYPE_CHECKING:
-    from gbr.core.embedder import Embedder, OnnxEmbedder
+    from gbr.core.embed.embedder import Embedder, OnnxEmbedder
     from gbr.core.errors import ConfigError, GbrError, StoreError
     from gbr.core.paths import default_db, package_root
+    from gbr.core.rank.search import Searcher
     from gbr.core.records import (
         Chunk,
         Hit,
@@ -24,8 +25,7 @@ if TYPE_CHECKING:
         SearchFilter,
         SourceFile,
     )
-    from gbr.core.search import Searcher
-    from gbr.core.store import Store
+    from gbr.core.store.facade import Store
 
 _HOMES = {
     "ConfigError": "gbr.core.errors",
@@ -38,10 +38,10 @@ _HOMES = {
     "ProgressCallback": "gbr.core.records",
     "SearchFilter": "gbr.core.records",
     "SourceFile": "gbr.core.records",
-    "Embedder": "gbr.core.embedder",
-    "OnnxEmbedder": "gbr.core.embedder",
-    "Searcher": "gbr.core.search",
-    "Store": "gbr.core.store",
+    "Embedder": "gbr.core.embed.embedder",
+    "OnnxEmbedder": "gbr.core.embed.embedder",
+    "Searcher": "gbr.core.rank.search",
+    "Store": "gbr.core.store.facade",
     "default_db": "gbr.core.paths",
     "package_root": "gbr.core.paths",
 }

@@ -13,12 +13,11 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from gbr.core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from gbr.core.store import Store
+# The files gbr ships beside its code (tokenizer, int8 ranges, ranker weights).
+DATA_DIR = Path(__file__).parent / "data"
 
 INDEX_DIR = ".gbr"
 INDEX_NAME = "index.duckdb"
@@ -131,20 +130,6 @@ def _has_package(root: Path) -> bool:
                 continue
         level = below
     return False
-
-
-def check_root(store: Store, root: Path, db: Path) -> None:
-    """One index file serves one root: paths in it are relative to that root.
-
-    An index inside its own tree moves with it, so only an outside one is checked.
-    """
-    have = store.meta().get("root")
-    if have is None or db.resolve().is_relative_to(root):
-        store.set_meta(root=str(root))
-    elif have != str(root):
-        raise ConfigError(
-            f"{store.path} indexes {have}, not {root}; pass --db with another file for this tree"
-        )
 
 
 def cache_home(env: Mapping[str, str]) -> Path | None:

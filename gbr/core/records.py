@@ -8,7 +8,7 @@ from typing import Any, Literal, TypedDict
 
 ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
 Visibility = Literal["pub", "private"]
-# What a search does with test and example code (gbr.core.priors applies it).
+# What a search does with test and example code (gbr.core.rank.priors applies it).
 TestPolicy = Literal["include", "demote", "exclude"]
 DEFAULT_TEST_POLICY: TestPolicy = "demote"
 
@@ -89,7 +89,7 @@ class IndexSummary:
     chunks: int = 0
     chunks_embedded: int = 0
     chunks_cached: int = 0
-    cache_hits: int = 0  # of the shared embed cache (gbr.core.embed_cache), in chunks_cached
+    cache_hits: int = 0  # of the shared embed cache (gbr.core.embed.cache), in chunks_cached
     cache_misses: int = 0  # texts it did not hold, embedded and added to it
     restarts: int = 0
     dead_letters: int = 0

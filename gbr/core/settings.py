@@ -16,8 +16,10 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from gbr.core.device import DEVICES
 from gbr.core.errors import ConfigError
+
+# Where `index` and `serve` may embed; embed.device picks among them.
+DEVICES = ("auto", "cpu", "cuda")
 
 SETTINGS_FILE = "settings.toml"
 MODES = ("hybrid", "dense", "bm25")

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gbr import __version__
 from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, MAX_QUERY_CHARS
+from gbr.core.answer.oracle import AskOptions, AskOutcome
 from gbr.core.errors import (
     ConfigError,
     DaemonError,
@@ -42,10 +43,9 @@ from gbr.core.errors import (
     SupervisionError,
 )
 from gbr.core.llm.base import Message as ChatMessage
-from gbr.core.oracle import AskOptions, AskOutcome
-from gbr.core.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
+from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
+from gbr.core.rank.search import Filter, Mode
 from gbr.core.records import ChunkKind
-from gbr.core.search import Filter, Mode
 from gbr.core.telemetry import log
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.graph_routes import add_graph_routes

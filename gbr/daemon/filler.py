@@ -1,6 +1,6 @@
 """The daemon fills the second opinion's vectors while nobody asks anything.
 
-Why: the second model re-scores a hybrid search's top 30 (gbr.core.second_opinion), and a
+Why: the second model re-scores a hybrid search's top 30 (gbr.core.rank.second_opinion), and a
 passage it has not read before is embedded at the query: a package's first searches pay up
 to 30 embeddings each (about 0.35 s on 2 cores). A daemon has quiet time to spare; once a
 pass is done and no request has come for `quiet` seconds, it reads every node of the index
@@ -19,9 +19,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from gbr.core.rank.search import Searcher
+from gbr.core.rank.second_opinion import fill
 from gbr.core.records import NO_FILTER, Hit
-from gbr.core.search import Searcher
-from gbr.core.second_opinion import fill
 from gbr.core.telemetry import log
 
 FILL_ENV = "GBR_SECOND_OPINION_FILL"

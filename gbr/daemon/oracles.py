@@ -14,7 +14,7 @@ from gbr.access import Answering, LlmChoice, open_provider, open_reranker
 from gbr.actors.oracle import OracleActor
 from gbr.actors.supervisor import ChildRef, Supervisor
 from gbr.core.llm.base import LlmProvider
-from gbr.core.search import Searcher
+from gbr.core.rank.search import Searcher
 from gbr.core.telemetry import log
 
 # (with an LLM, provider, model, reranker): the names as asked, None meaning the default.

@@ -3,16 +3,34 @@ metrics it describes (`/metrics`), and a `/status` object that can always be enc
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from gbr.actors.pykka_gaps import queued
-from gbr.core.store import storable_text
+from gbr.actors.supervisor import Supervisor
+from gbr.core.store.facade import ThreadLocalStore, storable_text
+from gbr.daemon.metrics import Metrics
+from gbr.daemon.oracles import Oracles
+from gbr.daemon.watcher import Watcher
 
-if TYPE_CHECKING:
-    from gbr.daemon.service import Daemon
+
+class Observed(Protocol):
+    """What reporting reads of the daemon: typed here so reporting never imports the
+    service that calls it."""
+
+    metrics: Metrics
+    store: ThreadLocalStore | None
+    supervisor: Supervisor
+    watcher: Watcher
+    index_problem: str | None
+    pipeline_restarts: int
+    oracles: Oracles
+
+    def queue_depth(self) -> int: ...
+
+    def uptime(self) -> float: ...
 
 
-def degraded(daemon: Daemon) -> list[dict[str, str]]:
+def degraded(daemon: Observed) -> list[dict[str, str]]:
     """Each part that is down or was given up on, with its state and the reason."""
     parts = []
     watcher = daemon.watcher
@@ -43,7 +61,7 @@ def degraded(daemon: Daemon) -> list[dict[str, str]]:
     return parts
 
 
-def describe_metrics(daemon: Daemon) -> None:
+def describe_metrics(daemon: Observed) -> None:
     """Declare the daemon's metrics; the gauges read the daemon when scraped."""
     m = daemon.metrics
 

@@ -41,7 +41,7 @@ from gbr.access.discovery import (
     remove_discovery,
     write_discovery,
 )
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError, DaemonError
 from gbr.core.telemetry import log
 from gbr.daemon.app import create_app

@@ -30,10 +30,16 @@ from gbr.actors.oracle import ask as ask_oracle
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.pykka_gaps import queued
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
-from gbr.core import vector_file
-from gbr.core.changes import ChangeSet
-from gbr.core.embed_cache import CacheConfig
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.answer.oracle import (
+    Answer,
+    AskOptions,
+    AskOutcome,
+    ContextSink,
+    TokenSink,
+    outcome_of,
+)
+from gbr.core.embed.cache import CacheConfig
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import (
     ConfigError,
@@ -44,21 +50,14 @@ from gbr.core.errors import (
     SupervisionError,
 )
 from gbr.core.llm.base import Message
-from gbr.core.oracle import (
-    Answer,
-    AskOptions,
-    AskOutcome,
-    ContextSink,
-    TokenSink,
-    outcome_of,
-)
-from gbr.core.paths import check_root
-from gbr.core.postings_memory import SERVING_BUDGET
+from gbr.core.parse.changes import ChangeSet
+from gbr.core.rank.rerank import default_reranker_spec
+from gbr.core.rank.search import Filter, Mode, Ranking, Searcher
 from gbr.core.records import IndexSummary
-from gbr.core.rerank import default_reranker_spec
-from gbr.core.search import Filter, Mode, Ranking, Searcher
 from gbr.core.sizes import DEFAULT_MAX_BYTES
-from gbr.core.store import Store, ThreadLocalStore, status_report
+from gbr.core.store import vector_file
+from gbr.core.store.facade import Store, ThreadLocalStore, check_root, status_report
+from gbr.core.store.postings_memory import SERVING_BUDGET
 from gbr.core.telemetry import log
 from gbr.daemon.filler import Filler, quiet_seconds
 from gbr.daemon.metrics import Metrics

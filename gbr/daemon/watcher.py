@@ -3,7 +3,7 @@
 watchfiles (Rust `notify`, inotify on Linux) groups the events of one save: it yields once
 no new event came for `step` ms, or after `debounce` ms at most, so an editor's
 write-rename-chmod dance and a `git checkout` of many files each arrive as one batch. The
-filter runs on every raw event, so it is the cheap `gbr.core.changes.relevant`.
+filter runs on every raw event, so it is the cheap `gbr.core.parse.changes.relevant`.
 
 watchfiles can die under us: a file whose name is not valid UTF-8 ends its iterator with
 "Unable to decode path". The watcher is then restarted the supervisor's way (the same
@@ -23,7 +23,7 @@ import watchfiles
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.supervisor import RestartPolicy, RestartWindow, describe
-from gbr.core.changes import ChangeKind, ChangeSet, classify, relevant
+from gbr.core.parse.changes import ChangeKind, ChangeSet, classify, relevant
 from gbr.core.telemetry import log
 
 WatcherState = Literal["starting", "watching", "restarting", "stopped", "failed"]

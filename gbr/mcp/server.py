@@ -38,13 +38,13 @@ from pydantic import Field, ValidationError
 from gbr import __version__
 from gbr.access import CodeIndex, Found, LlmChoice, LocalIndex, chosen
 from gbr.access.choose import StaleNote
+from gbr.core.answer.oracle import AskOptions
+from gbr.core.answer.prompt import render_chunk
 from gbr.core.errors import GbrError, IndexEmptyError
-from gbr.core.oracle import AskOptions
-from gbr.core.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
-from gbr.core.prompt import render_chunk
+from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
+from gbr.core.rank.search import Filter, Mode
 from gbr.core.records import ChunkKind, Hit, Progress
-from gbr.core.search import Filter, Mode
-from gbr.core.store import damaged
+from gbr.core.store.facade import damaged
 from gbr.mcp.arguments import PlainErrorsServer
 from gbr.mcp.graph_tools import add_graph_tools
 

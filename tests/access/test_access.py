@@ -12,10 +12,10 @@ import pytest
 
 from gbr.access import Found, LocalIndex, LocalSettings, RemoteIndex, choose, chosen
 from gbr.access.discovery import DaemonInfo, discovery_path, write_discovery
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.answer.oracle import Answer, AskOptions
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import StoreError
-from gbr.core.oracle import Answer, AskOptions
-from gbr.core.search import Filter
+from gbr.core.rank.search import Filter
 
 
 def dead_pid() -> int:

@@ -16,14 +16,14 @@ import pytest
 from gbr.access.local import found
 from gbr.actors.faults import FaultPlan, parse_faults
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.chunk_text import embed_text
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import SupervisionError
-from gbr.core.indexing import prepare_chunks
+from gbr.core.parse.chunk_text import embed_text
+from gbr.core.rank.search import Filter, Searcher
 from gbr.core.records import Chunk, SourceFile
-from gbr.core.search import Filter, Searcher
-from gbr.core.snapshot import next_path
-from gbr.core.store import Store, StoredChunk
+from gbr.core.store.facade import Store, StoredChunk
+from gbr.core.store.indexing import prepare_chunks
+from gbr.core.store.snapshot import next_path
 
 PAGE = 16  # texts per embedder page in these runs
 

@@ -10,10 +10,10 @@ from gbr.actors.faults import FaultPlan, InjectedCrash
 from gbr.actors.oracle import AskQuestion, ask, start_oracle
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import Supervisor
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.oracle import AskOptions, Oracle
-from gbr.core.search import Searcher
-from gbr.core.store import Store
+from gbr.core.answer.oracle import AskOptions, Oracle
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.rank.search import Searcher
+from gbr.core.store.facade import Store
 
 QUESTION = AskQuestion("how do I validate an isbn", AskOptions(dry_run=True, max_chunks=3))
 

@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.store import Store
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.store.facade import Store
 
 ISBN = "src/bookshelf/isbn.gleam"
 FFI = "src/bookshelf/ffi.gleam"

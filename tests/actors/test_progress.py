@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.indexing import PROGRESS_STEP, embed_chunks
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.records import Chunk, Progress
+from gbr.core.store.indexing import PROGRESS_STEP, embed_chunks
 
 FUNCTIONS = 100  # one chunk each: about three progress steps of PROGRESS_STEP
 

@@ -11,9 +11,9 @@ import structlog
 from gbr.actors.faults import FaultPlan
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import RestartPolicy
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import SupervisionError
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 
 
 def chunk_keys(db: Path) -> Counter[tuple[str, str, str, int]]:

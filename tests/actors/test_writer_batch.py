@@ -19,11 +19,11 @@ from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import FileEmbedded, FinishRun, SummaryWanted
 from gbr.actors.stages import WriterActor
 from gbr.actors.supervisor import Supervisor
-from gbr.core.chunker import CHUNKER_VERSION, chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.indexing import embed_chunks
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunker import CHUNKER_VERSION, chunk_file, new_parser
 from gbr.core.records import IndexSummary, SourceFile
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
+from gbr.core.store.indexing import embed_chunks
 from tests.core.test_store import source
 
 WAIT = 60.0  # bound on every wait: a hung writer fails the test instead of the run

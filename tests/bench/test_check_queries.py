@@ -9,7 +9,7 @@ import pytest
 
 from bench.check_queries import main
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 
 LIB = """/// Open the front door with a key.
 pub fn unlock_door(key: String) -> Bool {

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from bench.eval import VARIANTS, Corpus, evaluate, load_corpus, main
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 
 SOURCE = """/// Count the vowels in a word.
 pub fn count_vowels(word: String) -> Int {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.mine_doc_pairs import main, mine
-from gbr.core.chunker import ChunkLimits
+from gbr.core.parse.chunker import ChunkLimits
 
 SOURCE = """//// The module's own doc is not a pair.
 

@@ -21,9 +21,9 @@ import pytest
 from gbr.access import LlmChoice
 from gbr.access import RemoteIndex as DaemonBackend
 from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, DaemonClient, bounded_history
+from gbr.core.answer.oracle import Answer, AskOptions
 from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm import Message
-from gbr.core.oracle import Answer, AskOptions
 from tests.conftest import CTL, copy_small
 from tests.daemon.conftest import RunningDaemon, clean_env, start_daemon
 from tests.fake_llm import FakeLlm, Reply

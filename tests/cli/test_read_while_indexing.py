@@ -14,8 +14,8 @@ import pytest
 
 from gbr.access.discovery import DaemonLock
 from gbr.core.errors import IndexBusyError
-from gbr.core.snapshot import WriterLock, next_path
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
+from gbr.core.store.snapshot import WriterLock, next_path
 from tests.conftest import CTL, write_tree
 
 WORDS = ["ledger", "invoice", "parcel", "harbour", "lantern", "meadow", "quarry", "saddle"]

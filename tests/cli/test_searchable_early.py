@@ -9,8 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.snapshot import WriterLock
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.store.snapshot import WriterLock
 from tests.actors.test_embed_after_write import cut_short
 from tests.conftest import CTL
 

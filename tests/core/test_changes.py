@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gbr.core.changes import ChangeSet, classify, relevant
+from gbr.core.parse.changes import ChangeSet, classify, relevant
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gbr.core.chunk_text import (
+from gbr.core.parse.chunk_text import (
     HEADER_RESERVE,
     chunk_budget,
     code_words,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from tree_sitter import Node, Parser
 
-from gbr.core.chunker import ChunkLimits, chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunker import ChunkLimits, chunk_file, new_parser
 from gbr.core.records import Chunk, FileProblem, PartialFile, SourceFile
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "bookshelf"

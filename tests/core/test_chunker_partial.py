@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from tree_sitter import Parser
 
-from gbr.core.chunker import chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunker import chunk_file, new_parser
 from gbr.core.records import Chunk, FileProblem, PartialFile
 from tests.conftest import EXAMPLE
 from tests.core.test_chunker import source_file

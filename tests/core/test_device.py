@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from gbr.core.device import CPU, CUDA, DEVICE_BATCHES, check_device, choose_device
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.device import CPU, CUDA, DEVICE_BATCHES, check_device, choose_device
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.embed.model_files import resolve_model_files
 from gbr.core.errors import ConfigError
-from gbr.core.model_files import resolve_model_files
 
 
 def test_the_choice_follows_what_onnxruntime_offers() -> None:
@@ -36,8 +36,8 @@ LOAD = """
 import sys
 import numpy as np
 from gbr.core import telemetry
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.model_files import resolve_model_files
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.embed.model_files import resolve_model_files
 telemetry.configure(None)  # as the CLI does: events to their file, none on stdout
 model = OnnxEmbedder(resolve_model_files(), device=sys.argv[1])
 np.save(sys.stdout.buffer, model.embed_batch(["pub fn add(a: Int, b: Int) -> Int"]))

@@ -17,12 +17,12 @@ import pytest
 
 from gbr.actors import pipeline
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core import embed_cache
-from gbr.core.embed_cache import CacheConfig, EmbedCache, cache_config, describe
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed import cache as embed_cache
+from gbr.core.embed.cache import CacheConfig, EmbedCache, cache_config, describe
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError
-from gbr.core.indexing import embed_key
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
+from gbr.core.store.indexing import embed_key
 from tests.conftest import REPO
 
 DIM = 384
@@ -257,7 +257,7 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     from tests.core.test_embed_cache import DIM, fake_vector, keys
-    from gbr.core.embed_cache import CacheConfig, EmbedCache
+    from gbr.core.embed.cache import CacheConfig, EmbedCache
 
     path, name, go = Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     warnings = []

@@ -9,11 +9,8 @@ from typing import Any
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.llm.base import Message, ProviderSettings
-from gbr.core.llm.openai_compat import OpenAICompatProvider
-from gbr.core.oracle import AskOptions, Oracle
-from gbr.core.prompt import (
+from gbr.core.answer.oracle import AskOptions, Oracle
+from gbr.core.answer.prompt import (
     CONDENSE_SYSTEM_PROMPT,
     HYDE_SYSTEM_PROMPT,
     Citation,
@@ -23,9 +20,12 @@ from gbr.core.prompt import (
     sources,
     sources_line,
 )
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.llm.base import Message, ProviderSettings
+from gbr.core.llm.openai_compat import OpenAICompatProvider
+from gbr.core.rank.search import Searcher
 from gbr.core.records import Hit
-from gbr.core.search import Searcher
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 from tests.conftest import write_tree
 from tests.fake_llm import FakeLlm, Reply
 

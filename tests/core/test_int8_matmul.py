@@ -10,9 +10,9 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.int8_matmul import activation_names, int8_model_bytes, rewrite, shipped_ranges
-from gbr.core.model_files import ModelFiles, resolve_model_files
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.embed.int8_matmul import activation_names, int8_model_bytes, rewrite, shipped_ranges
+from gbr.core.embed.model_files import ModelFiles, resolve_model_files
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples"
 

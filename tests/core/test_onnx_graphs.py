@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gbr.core import onnx_graphs
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.model_files import resolve_model_files
+from gbr.core.embed import onnx_graphs
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.embed.model_files import resolve_model_files
 
 TEXTS = [
     "check that an ISBN is valid",
@@ -100,8 +100,8 @@ def test_two_processes_saving_at_once_both_search_and_one_graph_stays(
     folder = tmp_path / "onnx"
     script = (
         "import sys, numpy as np\n"
-        "from gbr.core.embedder import OnnxEmbedder\n"
-        "from gbr.core.model_files import resolve_model_files\n"
+        "from gbr.core.embed.embedder import OnnxEmbedder\n"
+        "from gbr.core.embed.model_files import resolve_model_files\n"
         "from pathlib import Path\n"
         "e = OnnxEmbedder(resolve_model_files(), graphs=Path(sys.argv[1]))\n"
         f"np.save(sys.argv[2], e.embed_batch({TEXTS!r}))\n"
@@ -156,7 +156,7 @@ def test_the_command_line_keeps_graphs_in_gbr_home_unless_told_otherwise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from gbr.commands.common import onnx_graphs
-    from gbr.core.onnx_graphs import GRAPHS_ENV
+    from gbr.core.embed.onnx_graphs import GRAPHS_ENV
 
     monkeypatch.setenv("GBR_HOME", str(tmp_path / "home"))
     monkeypatch.delenv(GRAPHS_ENV, raising=False)
@@ -170,8 +170,8 @@ def test_the_command_line_keeps_graphs_in_gbr_home_unless_told_otherwise(
 def test_a_damaged_tokenizer_read_beside_the_session_is_one_config_error(tmp_path: Path) -> None:
     """The tokenizer is read on another thread while the session starts; its failure still
     reaches the caller as the one error that names the file."""
+    from gbr.core.embed.model_files import ModelFiles
     from gbr.core.errors import ConfigError
-    from gbr.core.model_files import ModelFiles
 
     files = resolve_model_files()
     bad = tmp_path / "tokenizer.json"

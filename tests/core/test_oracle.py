@@ -13,14 +13,19 @@ import pytest
 import structlog
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.answer.oracle import AskOptions, Oracle
+from gbr.core.answer.prompt import (
+    HYDE_SYSTEM_PROMPT,
+    SYSTEM_PROMPT,
+    estimate_tokens,
+    message_tokens,
+)
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.llm.base import Message, ProviderSettings
 from gbr.core.llm.openai_compat import OpenAICompatProvider
-from gbr.core.oracle import AskOptions, Oracle
-from gbr.core.prompt import HYDE_SYSTEM_PROMPT, SYSTEM_PROMPT, estimate_tokens, message_tokens
-from gbr.core.rerank import LlmReranker
-from gbr.core.search import Searcher
-from gbr.core.store import Store
+from gbr.core.rank.rerank import LlmReranker
+from gbr.core.rank.search import Searcher
+from gbr.core.store.facade import Store
 from tests.conftest import copy_small
 from tests.fake_llm import FakeLlm, Reply
 

@@ -10,9 +10,9 @@ import pytest
 from tree_sitter import Parser
 
 from gbr.core import telemetry
-from gbr.core.chunker import chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.oversize import MAX_CHUNK_CHARS, PARSE_SLICE, parse_yielding, windows
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunker import chunk_file, new_parser
+from gbr.core.parse.oversize import MAX_CHUNK_CHARS, PARSE_SLICE, parse_yielding, windows
 from gbr.core.records import Chunk
 from tests.core.test_chunker import source_file
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gbr.core.errors import ConfigError
-from gbr.core.priors import (
+from gbr.core.rank.priors import (
     NO_PRIORS,
     Priors,
     effective_policy,

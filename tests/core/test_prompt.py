@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from gbr.core.llm.base import Message
-from gbr.core.prompt import (
+from gbr.core.answer.prompt import (
     ContextChunk,
     check_citations,
     chunk_header,
@@ -14,6 +13,7 @@ from gbr.core.prompt import (
     render_context,
     select,
 )
+from gbr.core.llm.base import Message
 from gbr.core.records import Hit
 
 

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.answer.oracle import AskOptions, Notes, Oracle
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError
-from gbr.core.oracle import AskOptions, Notes, Oracle
-from gbr.core.priors import NO_PRIORS, Priors, is_aside
-from gbr.core.ranker import DEFAULT_RANKER_PATH, FEATURES, LinearRanker, load_ranker
-from gbr.core.search import NO_RANKING, Filter, Ranking, Searcher
-from gbr.core.store import Store
+from gbr.core.rank.priors import NO_PRIORS, Priors, is_aside
+from gbr.core.rank.ranker import DEFAULT_RANKER_PATH, FEATURES, LinearRanker, load_ranker
+from gbr.core.rank.search import NO_RANKING, Filter, Ranking, Searcher
+from gbr.core.store.facade import Store
 from tests.conftest import copy_small
 
 # Worded like the example's tests: on the raw fused order, test functions win it.

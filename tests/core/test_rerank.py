@@ -14,8 +14,7 @@ from structlog.testing import capture_logs
 from tokenizers import Tokenizer
 
 from gbr.core.errors import ConfigError
-from gbr.core.records import Hit
-from gbr.core.rerank import (
+from gbr.core.rank.rerank import (
     CrossEncoderReranker,
     LlmReranker,
     Message,
@@ -23,6 +22,7 @@ from gbr.core.rerank import (
     parse_ranking,
     passage_text,
 )
+from gbr.core.records import Hit
 from tests.tiny_models import build_tiny_cross_encoder
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.search import MODES, Filter, Searcher
-from gbr.core.store import Store
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.rank.search import MODES, Filter, Searcher
+from gbr.core.store.facade import Store
 from tests.conftest import EXAMPLE
 from tests.core.test_store import source, stored
 

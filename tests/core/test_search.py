@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gbr.core.search import (
+from gbr.core.rank.search import (
     Filter,
     Fusion,
     convex,
@@ -14,7 +14,7 @@ from gbr.core.search import (
     scaled,
     top_k_cosine,
 )
-from gbr.core.store_queries import filter_sql
+from gbr.core.store.queries import filter_sql
 
 
 def test_rrf_sums_reciprocal_ranks_with_k_60() -> None:

@@ -12,12 +12,10 @@ from pathlib import Path
 import numpy as np
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embed_cache import CacheConfig, EmbedCache, describe
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.indexing import embed_key
-from gbr.core.records import Hit
-from gbr.core.search import Ranking, Searcher
-from gbr.core.second_opinion import (
+from gbr.core.embed.cache import CacheConfig, EmbedCache, describe
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.rank.search import Ranking, Searcher
+from gbr.core.rank.second_opinion import (
     MODEL_ID,
     SWITCH_ENV,
     SecondOpinion,
@@ -25,7 +23,9 @@ from gbr.core.second_opinion import (
     mixed,
     second_model_files,
 )
-from gbr.core.store import Store
+from gbr.core.records import Hit
+from gbr.core.store.facade import Store
+from gbr.core.store.indexing import embed_key
 
 
 def maths_hit(name: str, doc: str, score: float) -> Hit:

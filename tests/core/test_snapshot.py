@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, _index_meta, run_index
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import IndexBusyError
+from gbr.core.parse.walker import WalkOptions
 from gbr.core.records import IndexSummary
-from gbr.core.snapshot import (
+from gbr.core.store.facade import Store
+from gbr.core.store.snapshot import (
     StagedIndex,
     WriterLock,
     lock_holder,
@@ -23,8 +25,6 @@ from gbr.core.snapshot import (
     open_for_reading,
     unchanged_summary,
 )
-from gbr.core.store import Store
-from gbr.core.walker import WalkOptions
 
 
 def make_db(path: Path, value: str) -> Path:

@@ -9,12 +9,12 @@ import duckdb
 import numpy as np
 import pytest
 
-from gbr.core.chunker import CHUNKER_VERSION, chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import StoreError
-from gbr.core.indexing import embed_chunks
+from gbr.core.parse.chunker import CHUNKER_VERSION, chunk_file, new_parser
 from gbr.core.records import ChunkRow, FileProblem, SearchFilter, SourceFile
-from gbr.core.store import FileWrite, Store, StoredChunk
+from gbr.core.store.facade import FileWrite, Store, StoredChunk
+from gbr.core.store.indexing import embed_chunks
 
 V1 = """/// Add one to a number.
 pub fn increment(x: Int) -> Int {

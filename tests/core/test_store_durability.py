@@ -12,7 +12,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 
 # Builds an index with a fake 4-dim vector per chunk, rebuilds the full-text index a few
 # times in the same process (checkpointing between, as the writer does), then dies by
@@ -21,9 +21,9 @@ SCRIPT = textwrap.dedent(
     """
     import hashlib, os, signal, sys
     import numpy as np
-    from gbr.core.chunker import chunk_file, new_parser
+    from gbr.core.parse.chunker import chunk_file, new_parser
     from gbr.core.records import SourceFile
-    from gbr.core.store import Store, StoredChunk
+    from gbr.core.store.facade import Store, StoredChunk
 
     def source(name):
         text = f"/// Doc of {name}.\\npub fn {name}(x: Int) -> Int {{\\n  x + 1\\n}}\\n".encode()

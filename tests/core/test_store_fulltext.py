@@ -16,12 +16,12 @@ import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core import telemetry
-from gbr.core.chunk_text import code_words
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.fulltext import FtsConfig
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunk_text import code_words
 from gbr.core.records import SearchFilter as Filter
-from gbr.core.store import Store
-from gbr.core.store_queries import filter_sql
+from gbr.core.store.facade import Store
+from gbr.core.store.fulltext import FtsConfig
+from gbr.core.store.queries import filter_sql
 from tests.conftest import EXAMPLE, write_tree
 
 FTS = "fts_main_chunks"

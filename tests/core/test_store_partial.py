@@ -6,11 +6,11 @@ parses again; without one, its intact definitions are stored. Real chunker, mode
 
 from __future__ import annotations
 
-from gbr.core.chunker import chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.indexing import embed_chunks
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunker import chunk_file, new_parser
 from gbr.core.records import FileProblem, PartialFile, SourceFile
-from gbr.core.store import Store, StoredChunk, status_report
+from gbr.core.store.facade import Store, StoredChunk, status_report
+from gbr.core.store.indexing import embed_chunks
 from tests.core.test_store import V1, names, source
 from tests.core.test_store import store as store  # the fixture, shared
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core import vector_file
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.search import MODES, Filter, Searcher
-from gbr.core.store import Store, ThreadLocalStore
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.rank.search import MODES, Filter, Searcher
+from gbr.core.store import vector_file
+from gbr.core.store.facade import Store, ThreadLocalStore
 from tests.conftest import copy_small
 from tests.core.test_store import V1, V2, source, stored
 
@@ -132,7 +132,7 @@ def test_a_rebuilt_index_with_the_same_ids_gets_its_own_vectors(
 
 
 def store_fingerprint(db: Path) -> vector_file.Fingerprint:
-    from gbr.core.store_vectors import fingerprint
+    from gbr.core.store.vectors import fingerprint
 
     with Store.open(db, read_only=True) as store:
         return fingerprint(store.con)

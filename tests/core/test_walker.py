@@ -16,8 +16,8 @@ import pathspec
 import pytest
 
 import gbr
+from gbr.core.parse.walker import FoundFile, WalkOptions, read_file, walk
 from gbr.core.records import FileProblem, SourceFile
-from gbr.core.walker import FoundFile, WalkOptions, read_file, walk
 from tests.conftest import write_tree
 
 MakePackage = Callable[..., Path]
@@ -354,7 +354,7 @@ _CHILD = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from gbr.core.walker import FoundFile, read_file, walk
+from gbr.core.parse.walker import FoundFile, read_file, walk
 root = Path(sys.argv[2])
 result = read_file(FoundFile(root / "src" / "secret.gleam", "src/secret.gleam", "secret", "p"))
 walked = [[item.path, getattr(item, "kind", "found")] for item in walk(root)]
@@ -376,9 +376,9 @@ def world_readable_dir() -> Iterator[Path]:
 
 def _copy_sources(lib: Path) -> None:
     gbr_dir = Path(gbr.__file__).parent
-    (lib / "gbr" / "core").mkdir(parents=True)
+    (lib / "gbr" / "core" / "parse").mkdir(parents=True)
     shutil.copy(gbr_dir / "__init__.py", lib / "gbr" / "__init__.py")
-    for name in ("walker.py", "records.py", "lazy.py", "sizes.py"):
+    for name in ("parse/walker.py", "records.py", "lazy.py", "sizes.py"):
         shutil.copy(gbr_dir / "core" / name, lib / "gbr" / "core" / name)
     shutil.copytree(Path(pathspec.__file__).parent, lib / "pathspec")
     for path in [lib, *lib.rglob("*")]:

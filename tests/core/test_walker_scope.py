@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gbr.core.parse.walker import FoundFile, Scope, WalkOptions, walk
 from gbr.core.records import FileProblem
-from gbr.core.walker import FoundFile, Scope, WalkOptions, walk
 
 MakePackage = Callable[..., Path]
 

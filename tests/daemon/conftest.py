@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from gbr.access.discovery import DaemonInfo, read_discovery
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.llm.sse import iter_sse
 from gbr.daemon.service import Daemon, DaemonConfig
 from tests.conftest import CTL, copy_small

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gbr.core.model_files import DEFAULT_MODEL_ID
+from gbr.core.embed.model_files import DEFAULT_MODEL_ID
 from tests.daemon.conftest import (
     CTL,
     HIT_KEYS,

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.store import Store
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.store.facade import Store
 from tests.conftest import copy_small
 from tests.daemon.conftest import (
     HIT_KEYS,

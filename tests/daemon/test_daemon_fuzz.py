@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis import Case, CheckContext, Response
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.llm.registry import available, resolve_settings
 from gbr.daemon.app import create_app
 from gbr.daemon.gate import HttpPolicy

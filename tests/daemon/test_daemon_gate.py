@@ -22,8 +22,8 @@ import psutil
 import pytest
 from fastapi.testclient import TestClient
 
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.store import Store
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.store.facade import Store
 from gbr.daemon.app import create_app
 from gbr.daemon.service import Daemon, DaemonConfig
 from tests.daemon.conftest import (

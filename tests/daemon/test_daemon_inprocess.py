@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gbr.actors.faults import FaultPlan, parse_faults
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.daemon.app import create_app
 from gbr.daemon.service import Daemon, DaemonConfig
 from tests.fake_llm import FakeLlm, Reply
@@ -99,7 +99,7 @@ def test_parse_faults_reads_the_drill_spec() -> None:
 def test_oracle_actors_per_model_are_kept_in_a_small_lru(
     make_daemon, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gbr.core.oracle import AskOptions
+    from gbr.core.answer.oracle import AskOptions
     from gbr.daemon.oracles import MAX_ORACLES
 
     monkeypatch.setenv("GBR_OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # never called here
@@ -116,7 +116,7 @@ def test_oracle_actors_per_model_are_kept_in_a_small_lru(
 def test_an_oracle_evicted_while_it_answers_finishes_its_answer(
     make_daemon, monkeypatch: pytest.MonkeyPatch, fake_llm: FakeLlm
 ) -> None:
-    from gbr.core.oracle import AskOptions
+    from gbr.core.answer.oracle import AskOptions
     from gbr.daemon.oracles import MAX_ORACLES
 
     for name, value in fake_llm.env("openai").items():

@@ -7,7 +7,7 @@ import signal
 from pathlib import Path
 
 from gbr.core.llm.sse import iter_sse
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 from tests.conftest import copy_small
 from tests.daemon.conftest import (
     RunningDaemon,

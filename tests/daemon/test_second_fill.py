@@ -10,11 +10,17 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from gbr.core.chunk_text import embed_key
-from gbr.core.embed_cache import EmbedCache, cache_config
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.cache import EmbedCache, cache_config
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunk_text import embed_key
+from gbr.core.rank.second_opinion import (
+    FILL_BATCH,
+    MODEL_ID,
+    SecondOpinion,
+    fill,
+    second_model_files,
+)
 from gbr.core.records import NO_FILTER, Hit
-from gbr.core.second_opinion import FILL_BATCH, MODEL_ID, SecondOpinion, fill, second_model_files
 from gbr.daemon.filler import FILL_ENV, QUIET_SECONDS, node_pages, quiet_seconds
 from gbr.daemon.service import Daemon, DaemonConfig
 from tests.daemon.conftest import wait_until

@@ -15,8 +15,8 @@ import structlog
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.store import Store
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.store.facade import Store
 from tests.faults.conftest import ctl
 
 BAD_NAME = os.fsdecode(b"src/bad\xffname.gleam")

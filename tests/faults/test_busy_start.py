@@ -23,9 +23,9 @@ from gbr.actors import pipeline
 from gbr.actors.faults import parse_faults
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.actors.supervisor import RestartPolicy
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 from tests.faults.conftest import ctl, held_by_another_process, start_ctl
 
 BOUND = 240.0  # seconds: far above a loaded machine's run; reaching it means a hang

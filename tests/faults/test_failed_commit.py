@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from tests.daemon.conftest import (
     RunningDaemon,
     append_function,

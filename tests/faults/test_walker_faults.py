@@ -14,8 +14,8 @@ from pathlib import Path
 
 import duckdb
 
+from gbr.core.parse.walker import FoundFile, walk
 from gbr.core.records import FileProblem
-from gbr.core.walker import FoundFile, walk
 from tests.conftest import copy_small
 from tests.faults.files_faults_helpers import ctl, index_json
 

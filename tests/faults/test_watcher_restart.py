@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from gbr.actors.faults import parse_faults
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.daemon.app import create_app
 from gbr.daemon.service import Daemon, DaemonConfig
 from tests.daemon.conftest import append_function, wait_until

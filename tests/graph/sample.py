@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from gbr.core.chunker import CHUNKER_VERSION
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.graph.model import FileGraph, Import, Reference, Symbol
+from gbr.core.parse.chunker import CHUNKER_VERSION
 from gbr.core.records import SourceFile
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 
 
 def source(path: str, text: str = "x") -> SourceFile:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from tests.conftest import CTL
 from tests.graph.sample import sample_store
 

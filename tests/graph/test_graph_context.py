@@ -11,22 +11,22 @@ from pathlib import Path
 import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.graph.context import (
+from gbr.core.answer.context import (
     Outline,
     context_tokens,
     render_with_outlines,
     used_outlines,
 )
+from gbr.core.answer.oracle import AskOptions, Oracle
+from gbr.core.answer.prompt import ContextChunk
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.graph.store import GraphReader
 from gbr.core.llm.base import ProviderSettings
 from gbr.core.llm.openai_compat import OpenAICompatProvider
-from gbr.core.oracle import AskOptions, Oracle
-from gbr.core.priors import Priors, centrality, graph_centrality, pagerank
-from gbr.core.prompt import ContextChunk
+from gbr.core.rank.priors import Priors, centrality, graph_centrality, pagerank
+from gbr.core.rank.search import Ranking, Searcher
 from gbr.core.records import Hit
-from gbr.core.search import Ranking, Searcher
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 from tests.conftest import write_tree
 from tests.fake_llm import Reply
 

@@ -10,7 +10,7 @@ import pytest
 from mcp.server import MCPServer
 
 from gbr.access import LocalIndex, LocalSettings
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.mcp.server import build_server
 from tests.graph.test_graph_index import CALLER
 from tests.mcp_server.conftest import text

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gbr.core.chunker import CHUNKER_VERSION
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import (
     AmbiguousNameError,
     GraphMissingError,
@@ -17,8 +16,9 @@ from gbr.core.errors import (
 )
 from gbr.core.graph.model import FileGraph
 from gbr.core.graph.store import GraphReader
+from gbr.core.parse.chunker import CHUNKER_VERSION
 from gbr.core.records import FileProblem
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 from tests.graph.sample import HANDLER, UTIL, call, fn, sample_store, source
 
 

@@ -18,8 +18,8 @@ from mcp.server import MCPServer
 
 from gbr.access import LocalIndex, LocalSettings
 from gbr.access.discovery import DaemonLock
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.store import Store
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.store.facade import Store
 from gbr.mcp.server import build_server
 from tests.conftest import PROVIDER_VARS, write_tree
 from tests.daemon.conftest import wait_until

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from tree_sitter import Node, Parser
 
-from gbr.core.chunker import ChunkLimits, TokenCounter, chunk_file
 from gbr.core.graph.extract import extract_file_graph
 from gbr.core.graph.model import FileGraph
+from gbr.core.parse.chunker import ChunkLimits, TokenCounter, chunk_file
 from gbr.core.records import Chunk, FileProblem, PartialFile, SourceFile
 
 

@@ -11,7 +11,7 @@ name read without a call is of kind "value": the file cannot tell a constant fro
 
 Never raises: a file that is not UTF-8 gives an empty graph (the chunker drops it whole), and
 a damaged file gives what parsed intact, the same definitions the chunker keeps when a parser
-is at hand to parse the damaged ranges again (see gbr.core.parse_damage).
+is at hand to parse the damaged ranges again (see gbr.core.parse.parse_damage).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from gbr.core.graph.model import FileGraph, Import, Reference, Symbol, SymbolKin
 from gbr.core.graph.scope import FileScope
 from gbr.core.graph.walk import node_text as _text
 from gbr.core.graph.walk import walk
-from gbr.core.oversize import parse_yielding
-from gbr.core.parse_damage import (
+from gbr.core.parse.oversize import parse_yielding
+from gbr.core.parse.parse_damage import (
     Lost,
     dropped_nodes,
     is_damaged,
@@ -84,7 +84,7 @@ def extract_file_graph(source: SourceFile, root: Node, parser: Parser | None = N
 
 
 def _intact_nodes(root: Node, content: bytes, parser: Parser | None) -> list[Node]:
-    """The top-level nodes the chunker keeps, by the same rules (gbr.core.parse_damage).
+    """The top-level nodes the chunker keeps, by the same rules (gbr.core.parse.parse_damage).
 
     Damaged or stray nodes go, with everything sharing a line with them and the comments
     glued above them; when no definition survives, the chunker drops the file, and so do we.

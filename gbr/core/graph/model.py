@@ -7,12 +7,15 @@ and lets a dependency brought in later with `--include-deps` resolve old referen
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 # How many calls away `callers --depth` and `callees --depth` may follow; declared here, in
 # the light module, so the CLI's option can name it without loading DuckDB.
 MAX_DEPTH = 10
+
+Node = tuple[str, str]  # (module, name) of a definition
 
 SymbolKind = Literal["function", "type", "type_alias", "constructor", "constant", "external_type"]
 RefKind = Literal[
@@ -83,3 +86,27 @@ class FileGraph:
     imports: tuple[Import, ...] = ()
     symbols: tuple[Symbol, ...] = ()
     references: tuple[Reference, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Definition:
+    """Where an internal definition is and how it reads in brief: what `ask` outlines.
+
+    Plain data, so the graph's reader need not know how the answer room renders it."""
+
+    module: str
+    name: str
+    kind: str
+    path: str
+    start_line: int
+    end_line: int
+    signature: str
+    doc: str = ""
+
+
+def in_degrees(edges: Sequence[tuple[Node, Node]]) -> dict[Node, int]:
+    """How many references each definition receives."""
+    counts: dict[Node, int] = {}
+    for _, target in edges:
+        counts[target] = counts.get(target, 0) + 1
+    return counts

@@ -24,8 +24,7 @@ from gbr.core.errors import (
     IndexEmptyError,
     NameNotFoundError,
 )
-from gbr.core.graph.context import Outline
-from gbr.core.graph.model import MAX_DEPTH, FileGraph
+from gbr.core.graph.model import MAX_DEPTH, Definition, FileGraph, in_degrees
 
 # Bumped when extraction changes what it finds: an index of another version re-reads every
 # file (its vectors stay cached, so only parsing is repeated).
@@ -370,7 +369,7 @@ class GraphReader:
             return False
         return True
 
-    def used_by(self, spans: Sequence[tuple[str, int, int]]) -> list[tuple[int, Outline]]:
+    def used_by(self, spans: Sequence[tuple[str, int, int]]) -> list[tuple[int, Definition]]:
         """The internal definitions referenced inside each (path, first, last) line span.
 
         One row per span and definition, in the order of first reference; a constructor
@@ -400,7 +399,7 @@ class GraphReader:
             GROUP BY ALL ORDER BY u.i, pos, u.module, u.name"""
         ).fetchall()
         return [
-            (r[0], Outline(r[2], r[3], r[4], r[5], r[6], r[7], r[8] or "", r[9] or ""))
+            (r[0], Definition(r[2], r[3], r[4], r[5], r[6], r[7], r[8] or "", r[9] or ""))
             for r in rows
         ]
 
@@ -421,8 +420,6 @@ class GraphReader:
 
     def in_degrees(self) -> dict[tuple[str, str], int]:
         """How many other definitions reference each internal one."""
-        from gbr.core.priors import in_degrees
-
         return in_degrees(self.reference_edges())
 
     # ---------------------------------------------------------------- modules

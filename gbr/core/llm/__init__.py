@@ -6,7 +6,8 @@ for delta in provider.stream([Message("system", RULES), Message("user", question
 
 Each name is imported on first use (PEP 562): the prompt and the code graph need only
 `Message`, and a cold `search` must not load every provider (and httpx's retry logic)
-behind it.
+behind it. This room sits below ranking because the optional LLM reranker uses a provider
+too; it may import only the ground floor of `gbr.core` (errors, telemetry, lazy, ...).
 """
 
 from __future__ import annotations

@@ -10,11 +10,11 @@ import pytest
 import structlog.testing
 from tree_sitter import Parser
 
-from gbr.core.chunker import chunk_file, new_parser
-from gbr.core.embedder import OnnxEmbedder
+from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.graph.extract import extract_file_graph, file_graph
 from gbr.core.graph.model import FileGraph, Import, Symbol
-from gbr.core.oversize import parse_yielding
+from gbr.core.parse.chunker import chunk_file, new_parser
+from gbr.core.parse.oversize import parse_yielding
 from gbr.core.records import FileProblem
 from tests.conftest import REPO
 from tests.core.test_chunker import source_file

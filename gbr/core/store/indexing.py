@@ -8,17 +8,17 @@ from typing import Protocol
 
 import numpy as np
 
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT, embed_key, embed_text, search_text
-from gbr.core.embedder import Embedder
+from gbr.core.embed.embedder import Embedder
+from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, embed_key, embed_text, search_text
 from gbr.core.records import Chunk
-from gbr.core.store_writes import StoredChunk
+from gbr.core.store.writes import StoredChunk
 from gbr.core.telemetry import log
 
 VectorLookup = Callable[[Sequence[str]], dict[str, np.ndarray]]
 
 
 class SharedVectors(Protocol):
-    """Vectors kept beyond one index (gbr.core.embed_cache), by the same embed keys."""
+    """Vectors kept beyond one index (gbr.core.embed.cache), by the same embed keys."""
 
     def lookup(self, keys: Sequence[str]) -> dict[str, np.ndarray]: ...
 

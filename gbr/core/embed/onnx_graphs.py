@@ -7,7 +7,7 @@ line), and later sessions load that graph with optimisation off, with the same v
 for bit (tests/core/test_onnx_graphs.py).
 
 The optimised graph of the default int8 model held its weights as float32 (90 MB, four
-times the model file; 55 MB since gbr.core.int8_matmul keeps the products' weights int8,
+times the model file; 55 MB since gbr.core.embed.int8_matmul keeps the products' weights int8,
 most of it the word-embedding table), and reading them from inside the protobuf cost more
 than half of a kept session's creation. So the weights are kept in a data file beside the
 graph, which onnxruntime maps instead of parsing: a session in 45-65 ms instead of 135-290
@@ -68,7 +68,7 @@ def graph_path(folder: Path, model: Path, int8_matmul: bool = False) -> Path:
     stat = model.stat()
     version = f"{ort.__version__}|{stat.st_size}|{stat.st_mtime_ns}|extended|data"
     if int8_matmul:  # the rewrite's ranges are part of the graph
-        from gbr.core.int8_matmul import RANGES_FILE
+        from gbr.core.embed.int8_matmul import RANGES_FILE
 
         version += f"|int8-matmul|{hashlib.sha256(RANGES_FILE.read_bytes()).hexdigest()}"
     return folder / f"{_family(model)}-{hashlib.sha256(version.encode()).hexdigest()[:12]}"
@@ -82,10 +82,10 @@ def _family(model: Path) -> str:
 
 def source(model: Path, int8_matmul: bool) -> str | bytes:
     """What a session is made from: the model's path, or the model rewritten to multiply its
-    int8 weights in int8 (gbr.core.int8_matmul)."""
+    int8 weights in int8 (gbr.core.embed.int8_matmul)."""
     if not int8_matmul:
         return str(model)
-    from gbr.core.int8_matmul import int8_model_bytes
+    from gbr.core.embed.int8_matmul import int8_model_bytes
 
     return int8_model_bytes(str(model))
 

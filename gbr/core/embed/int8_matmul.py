@@ -23,8 +23,9 @@ one value per column -> MatMul's weight); anything else in a graph is left as it
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gbr.core.paths import DATA_DIR
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
 MS_DOMAIN = "com.microsoft"
 # Made by bench/calibrate_int8.py for the default model.
-RANGES_FILE = Path(__file__).parent / "data" / "minilm-int8-ranges.json"
+RANGES_FILE = DATA_DIR / "minilm-int8-ranges.json"
 
 
 def int8_model_bytes(path: str, ranges: Ranges | None = None) -> bytes:

@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import numpy as np
 
-from gbr.core import postings
 from gbr.core.errors import StoreError
-from gbr.core.fulltext import FTS_SCHEMA
 from gbr.core.records import (
     Chunk,
     ChunkRow,
@@ -25,6 +23,8 @@ from gbr.core.records import (
     NodePart,
     SearchFilter,
 )
+from gbr.core.store import postings
+from gbr.core.store.fulltext import FTS_SCHEMA
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -37,7 +37,7 @@ CHUNK_ROW_COLUMNS = (
     "part, parts, coalesce(doc, '') AS doc, text, coalesce(header, '') AS header, stale"
 )
 
-# What `--tests exclude` keeps out; mirrors gbr.core.priors.is_aside().
+# What `--tests exclude` keeps out; mirrors gbr.core.rank.priors.is_aside().
 ASIDE_SQL = (
     "(regexp_matches(path, '(^|/)(test|tests|integration_tests?|examples?|demos?)/')"
     " OR regexp_matches(path, '_test\\.gleam$') OR ends_with(name, '_test'))"
@@ -151,7 +151,7 @@ def matrix(column: pa.ChunkedArray) -> np.ndarray:
 
 def bm25(con: Connection, query: str, limit: int, where: SearchFilter) -> list[tuple[int, float]]:
     """Best BM25 matches among the chunks the filter lets through, from the postings table
-    (gbr.core.postings) or, in an index built before it existed, DuckDB's own macro."""
+    (gbr.core.store.postings) or, in an index built before it existed, DuckDB's own macro."""
     if not query.strip():
         return []
     clause, params = filter_sql(where)

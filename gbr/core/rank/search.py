@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 
-from gbr.core.chunk_text import code_words
-from gbr.core.embedder import Embedder
+from gbr.core.embed.embedder import Embedder
+from gbr.core.embed.model_files import same_vector_space
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError, IndexEmptyError, ModelMismatchError
-from gbr.core.model_files import same_vector_space
-from gbr.core.postings_memory import MemoryPostings
-from gbr.core.priors import (
+from gbr.core.parse.chunk_text import code_words
+from gbr.core.rank.priors import (
     NO_PRIORS,
     Intent,
     Priors,
@@ -31,7 +30,7 @@ from gbr.core.priors import (
     holds_phrase,
     literal_phrase,
 )
-from gbr.core.ranker import (
+from gbr.core.rank.ranker import (
     DEFAULT_RANKER_PATH,
     Candidate,
     LinearRanker,
@@ -39,11 +38,12 @@ from gbr.core.ranker import (
     load_ranker,
 )
 from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, NodePart, SearchFilter
+from gbr.core.store.postings_memory import MemoryPostings
 
 if TYPE_CHECKING:
-    from gbr.core.rows_memory import MemoryRows
-    from gbr.core.second_opinion import SecondOpinion
-from gbr.core.store import Store
+    from gbr.core.rank.second_opinion import SecondOpinion
+    from gbr.core.store.rows_memory import MemoryRows
+from gbr.core.store.facade import Store
 from gbr.core.telemetry import log
 
 Mode = Literal["hybrid", "dense", "bm25"]
@@ -232,7 +232,7 @@ class Ranking:
         learned ranker is off unless GBR_RANKER in `env` says `on` (the shipped file) or
         names one. The second opinion is on unless GBR_SECOND_OPINION in `env` says off;
         a library caller passing no environment gets it too, without a shared cache."""
-        from gbr.core.second_opinion import default_second_opinion
+        from gbr.core.rank.second_opinion import default_second_opinion
 
         second = default_second_opinion(env)
         setting = env.get(RANKER_ENV, "").strip()
@@ -288,11 +288,11 @@ class Searcher:
         write_vector_file: bool = True,
     ) -> None:
         """`vector_file`: where the index's vectors are memory-mapped from (and written to
-        when it is missing or stale, gbr.core.vector_file, unless `write_vector_file` is
+        when it is missing or stale, gbr.core.store.vector_file, unless `write_vector_file` is
         off); None reads them into memory.
         `postings_budget`: bytes this searcher may spend holding the BM25 postings in
-        memory (gbr.core.postings_memory) and, with what they leave, the chunk rows
-        (gbr.core.rows_memory), for one that answers many queries, such as the daemon's;
+        memory (gbr.core.store.postings_memory) and, with what they leave, the chunk rows
+        (gbr.core.store.rows_memory), for one that answers many queries, such as the daemon's;
         0 asks DuckDB each time, as a one-query command should."""
         self.store = store
         self.vector_file = vector_file

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from gbr.core import onnx_graphs
-from gbr.core.device import CUDA, DEVICE_BATCHES, announce, choose_device, fallback
+from gbr.core.embed import onnx_graphs
+from gbr.core.embed.device import CUDA, DEVICE_BATCHES, announce, choose_device, fallback
+from gbr.core.embed.model_files import ModelFiles
 from gbr.core.errors import ConfigError
-from gbr.core.model_files import ModelFiles
 from gbr.core.telemetry import log_info, warning_line
 
 if TYPE_CHECKING:
@@ -73,9 +73,9 @@ def onnx_session(
     (bench/index_throughput.py, same ratio to the ceiling).
 
     `graphs`: a folder where the optimised graph is kept between processes, so that the
-    next session skips optimising it (gbr.core.onnx_graphs); CPU sessions only.
+    next session skips optimising it (gbr.core.embed.onnx_graphs); CPU sessions only.
 
-    `int8_matmul`: the model's int8 weights are multiplied in int8 (gbr.core.int8_matmul).
+    `int8_matmul`: the model's int8 weights are multiplied in int8 (gbr.core.embed.int8_matmul).
 
     `prepack=False` for a process that embeds a query or two and exits: onnxruntime then
     leaves the weights as they are instead of repacking all 90 MB of them for its matrix
@@ -229,7 +229,7 @@ def _device_session(
     prepack: bool = True,
     int8_matmul: bool = False,
 ) -> tuple[ort.InferenceSession, str]:
-    """A session on the device asked for when it can be had, else on the CPU (gbr.core.device).
+    """A session on the device asked for when it can be had, else on the CPU (embed.device).
 
     onnxruntime may start a session with the CUDA provider listed and still fall back to the
     CPU on its own (no GPU, no driver): the providers it actually took decide.

@@ -4,8 +4,8 @@ One writer owns a Store; replacing a file's chunks is one transaction, so a cras
 either the old or the new version of the file, never half of each.
 
 `Store` is the only door to the file. Its neighbours hold the parts of it by concept:
-gbr.core.store_queries (what search and status read), gbr.core.fulltext (the BM25
-index), gbr.core.store_errors (DuckDB's errors turned into ours). Every public method is
+gbr.core.store.queries (what search and status read), gbr.core.store.fulltext (the BM25
+index), gbr.core.store.errors (DuckDB's errors turned into ours). Every public method is
 `guarded`: no `duckdb.Error` leaves the store.
 """
 
@@ -23,17 +23,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import numpy as np
 
-from gbr.core import (
-    duckdb_imports,
-    fulltext,
-    postings_memory,
-    store_queries,
-    store_vectors,
-    vector_file,
-)
-from gbr.core.chunk_text import DEFAULT_EMBED_FORMAT
-from gbr.core.errors import IndexCorruptError, StoreError
-from gbr.core.fulltext import DEFAULT_FTS, FtsConfig
+from gbr.core.errors import ConfigError, IndexCorruptError, StoreError
+from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT
 from gbr.core.records import (
     NO_FILTER,
     Chunk,
@@ -46,8 +37,11 @@ from gbr.core.records import (
     SearchFilter,
     SourceFile,
 )
-from gbr.core.store_errors import damaged, guarded, one_line, store_error, writing
-from gbr.core.store_files import (
+from gbr.core.store import duckdb_imports, fulltext, postings_memory, vector_file
+from gbr.core.store import queries as store_queries
+from gbr.core.store import vectors as store_vectors
+from gbr.core.store.errors import damaged, guarded, one_line, store_error, writing
+from gbr.core.store.files import (
     CONNECT_CONFIG,
     prepare_folder,
     refuse_odd_file,
@@ -55,7 +49,8 @@ from gbr.core.store_files import (
     set_up,
     storable_text,
 )
-from gbr.core.store_writes import (
+from gbr.core.store.fulltext import DEFAULT_FTS, FtsConfig
+from gbr.core.store.writes import (
     FileWrite,
     StoredChunk,
     Transaction,
@@ -67,7 +62,7 @@ if TYPE_CHECKING:
     # Only writes touch the code graph: a search does not import its tables (nor the prompt
     # and LLM modules they bring).
     from gbr.core.graph.model import FileGraph
-    from gbr.core.rows_memory import MemoryRows
+    from gbr.core.store.rows_memory import MemoryRows
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -276,7 +271,7 @@ class Store:
         Once per writing session (it commits with the session's first change): ids come
         from a sequence, so later changes show in the ids' statistics, while a rebuilt
         file starts its sequence over and only a new generation tells its vectors apart
-        from the old file's (gbr.core.vector_file).
+        from the old file's (gbr.core.store.vector_file).
         """
         if self._generation is not None:
             return self._generation
@@ -444,7 +439,7 @@ class Store:
     @guarded
     def update_fulltext(self, config: FtsConfig = DEFAULT_FTS, rebuild_share: float = 0.25) -> str:
         """Bring the full-text index up to date with the chunks: "rebuilt", "patched" or
-        "unchanged" (see gbr.core.fulltext.update)."""
+        "unchanged" (see gbr.core.store.fulltext.update)."""
         return fulltext.update(self, config, rebuild_share)
 
     @guarded
@@ -488,7 +483,7 @@ class Store:
                 time.sleep(0.01)  # a search takes milliseconds; try again when it is done
 
     # ---------------------------------------------------------------- reading
-    # The queries live in gbr.core.store_queries; these are the store's guarded doors to them.
+    # The queries live in gbr.core.store.queries; these are the store's guarded doors to them.
 
     @guarded
     def file_states(self) -> dict[str, FileState]:
@@ -505,7 +500,7 @@ class Store:
     ) -> tuple[np.ndarray, np.ndarray]:
         """(ids, unit vectors) of every chunk, for brute-force cosine in NumPy.
 
-        With a `file` (gbr.core.vector_file.file_for), the rows are memory-mapped from it
+        With a `file` (gbr.core.store.vector_file.file_for), the rows are memory-mapped from it
         when it matches this index, and it is rebuilt when it does not (unless `write` is
         off: a daemon, which reloads after each change, reads them into memory then);
         without one, they are read from DuckDB into memory.
@@ -581,9 +576,9 @@ class Store:
 
     @guarded
     def memory_rows(self, budget: int) -> MemoryRows | None:
-        """Every chunk row in memory (gbr.core.rows_memory), or None when they would take
+        """Every chunk row in memory (gbr.core.store.rows_memory), or None when they would take
         more than `budget` bytes."""
-        from gbr.core import rows_memory  # brings pyarrow, which a one-query search skips
+        from gbr.core.store import rows_memory  # brings pyarrow, which a one-query search skips
 
         if budget <= 0 or rows_memory.rows_bytes(self.con) > budget:
             return None
@@ -727,3 +722,17 @@ def check_index(path: Path) -> IndexCorruptError | None:
     except StoreError:
         return None
     return None
+
+
+def check_root(store: Store, root: Path, db: Path) -> None:
+    """One index file serves one root: paths in it are relative to that root.
+
+    An index inside its own tree moves with it, so only an outside one is checked.
+    """
+    have = store.meta().get("root")
+    if have is None or db.resolve().is_relative_to(root):
+        store.set_meta(root=str(root))
+    elif have != str(root):
+        raise ConfigError(
+            f"{store.path} indexes {have}, not {root}; pass --db with another file for this tree"
+        )

@@ -13,13 +13,13 @@ import duckdb
 import numpy as np
 
 from gbr.core.records import Chunk, FileProblem, SourceFile
-from gbr.core.store_errors import is_write_failure, store_error, write_error, writing
+from gbr.core.store.errors import is_write_failure, store_error, write_error, writing
+from gbr.core.store.handle import StoreHandle
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from gbr.core.graph.model import FileGraph
-    from gbr.core.store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +93,10 @@ class Transaction:
     descriptors) becomes a StoreWriteError naming the cause and the fix. DuckDB has often
     aborted the transaction itself by then, and a ROLLBACK would raise "no transaction is
     active" over the real cause, so the rollback's own failure is ignored. Any other DuckDB
-    error in the transaction leaves it as a StoreError (gbr.core.store_errors).
+    error in the transaction leaves it as a StoreError (gbr.core.store.errors).
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StoreHandle) -> None:
         self.store = store
         self.con = store.con
 

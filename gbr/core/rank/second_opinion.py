@@ -32,14 +32,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gbr.core.chunk_text import embed_key, header_of
-from gbr.core.model_files import ModelFiles, package_dir
+from gbr.core.embed.model_files import ModelFiles, package_dir
+from gbr.core.parse.chunk_text import embed_key, header_of
 from gbr.core.records import Hit
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
-    from gbr.core.embed_cache import CacheConfig, EmbedCache
-    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.embed.cache import CacheConfig, EmbedCache
+    from gbr.core.embed.embedder import OnnxEmbedder
 
 SWITCH_ENV = "GBR_SECOND_OPINION"  # off, false, no or 0 turns the stage off
 PACKAGE = "compartment"
@@ -171,7 +171,7 @@ class SecondOpinion:
     def _loaded(self) -> OnnxEmbedder:
         with self._lock:
             if self._model is None:
-                from gbr.core.onnx_graphs import kept_folder
+                from gbr.core.embed.onnx_graphs import kept_folder
 
                 graphs = kept_folder(self._env) if self._env is not None else None
                 self._model = _model(self.files, graphs)
@@ -180,13 +180,13 @@ class SecondOpinion:
     def _shared(self, dim: int) -> EmbedCache | None:
         with self._lock:
             if self._cache_config is None and self._env is not None and not self._resolved:
-                from gbr.core.embed_cache import cache_config
+                from gbr.core.embed.cache import cache_config
 
                 self._resolved = True
                 with contextlib.suppress(Exception):  # a bad size is the index command's error
                     self._cache_config = cache_config(self._env)
             if self._cache is None and self._cache_config is not None:
-                from gbr.core.embed_cache import EmbedCache
+                from gbr.core.embed.cache import EmbedCache
 
                 # Silent: a search is no place for the index command's cache warning; the
                 # cache still logs `embed_cache_off` with the reason.
@@ -204,7 +204,7 @@ _MODELS_LOCK = threading.Lock()
 
 def _model(files: ModelFiles, graphs: Path | None) -> OnnxEmbedder:
     """One session per model file in a process: a chat or a daemon builds several rankings."""
-    from gbr.core.embedder import OnnxEmbedder
+    from gbr.core.embed.embedder import OnnxEmbedder
 
     with _MODELS_LOCK:
         if files.onnx not in _MODELS:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from gbr.core import telemetry
-from gbr.core.embedder import onnx_session
+from gbr.core.embed.embedder import onnx_session
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError
 from gbr.core.llm.base import Message

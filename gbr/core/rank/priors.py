@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+from gbr.core.graph.model import Node, in_degrees
 from gbr.core.records import DEFAULT_TEST_POLICY, TestPolicy
 
 __all__ = [
@@ -211,7 +212,6 @@ NO_PRIORS = Priors(tests="include", aside=1.0)
 _TYPE_KINDS = frozenset({"type", "type_alias", "external_type"})
 
 
-Node = tuple[str, str]  # (module, name) of a definition
 Edge = tuple[Node, Node]  # (referring definition, the one it references)
 
 
@@ -220,14 +220,6 @@ def graph_centrality(edges: Sequence[Edge], by: str) -> dict[Node, float]:
     if by == "pagerank":
         return pagerank(edges)
     return centrality(in_degrees(edges))
-
-
-def in_degrees(edges: Sequence[Edge]) -> dict[Node, int]:
-    """How many references each definition receives."""
-    counts: dict[Node, int] = {}
-    for _, target in edges:
-        counts[target] = counts.get(target, 0) + 1
-    return counts
 
 
 def pagerank(edges: Sequence[Edge], damping: float = 0.85, rounds: int = 50) -> dict[Node, float]:

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from gbr.core.records import ChunkRow, NodePart
-from gbr.core.store_queries import CHUNK_ROW_COLUMNS
+from gbr.core.store.queries import CHUNK_ROW_COLUMNS
 
 # Per row beyond its strings: 8 numbers, a flag, and Arrow's offsets for 9 strings.
 ROW_OVERHEAD = 80

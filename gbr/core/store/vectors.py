@@ -1,4 +1,4 @@
-"""The index's vectors between DuckDB and the file beside it (gbr.core.vector_file).
+"""The index's vectors between DuckDB and the file beside it (gbr.core.store.vector_file).
 
 Readers map the file when its fingerprint matches the index and rebuild it when not. An
 `index` run refreshes it after renaming its copy over the index, carrying the rows of the
@@ -13,10 +13,10 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from gbr.core import vector_file
-from gbr.core.store_queries import has_table, matrix, vectors
+from gbr.core.store import vector_file
+from gbr.core.store.queries import has_table, matrix, vectors
+from gbr.core.store.vector_file import Fingerprint
 from gbr.core.telemetry import log
-from gbr.core.vector_file import Fingerprint
 
 Connection = duckdb.DuckDBPyConnection
 Vectors = tuple[np.ndarray, np.ndarray]

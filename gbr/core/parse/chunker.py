@@ -6,7 +6,7 @@ at the boundaries of its children (the statements of a function body, the constr
 a type), never inside one, and each later part carries the parent's signature as a header.
 The parts of a node cover its lines exactly once, and no line is in two chunks, so no
 source line is lost or doubled. The one exception is size: a part over the character cap
-(gbr.core.oversize) is cut into windows of lines, and a single line over it into pieces.
+(gbr.core.parse.oversize) is cut into windows of lines, and a single line over it into pieces.
 
 Positions from tree-sitter are rows and *byte* columns; text is always cut from the bytes,
 and rows are split on `\\n` only, as tree-sitter counts them (`str.splitlines` would also
@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 
 from tree_sitter import Node, Parser
 
-from gbr.core.oversize import MAX_CHUNK_CHARS, Piece, parse_yielding, span_chars, windows
-from gbr.core.parse_damage import (
+from gbr.core.parse.oversize import MAX_CHUNK_CHARS, Piece, parse_yielding, span_chars, windows
+from gbr.core.parse.parse_damage import (
     Lost,
     dropped_nodes,
     end_row,
@@ -106,7 +106,7 @@ def chunk_file(
     """Chunks of a file, or the problem that makes it unindexable (never an exception).
 
     A file with syntax errors gives a PartialFile: the chunks of the definitions that parsed
-    intact (see gbr.core.parse_damage), with the first error and the lines left out. When no
+    intact (see gbr.core.parse.parse_damage), with the first error and the lines left out. When no
     definition survives, the file is a FileProblem (`parse_failed`), dropped whole.
     `on_tree` is handed the parsed root, so the code graph is read from the same parse.
     """
@@ -415,7 +415,7 @@ def _parts(
 ) -> Iterator[Chunk]:
     """One chunk per span of a node; later parts carry the signature as their header.
 
-    A span over the character cap is cut into windows of lines (see gbr.core.oversize).
+    A span over the character cap is cut into windows of lines (see gbr.core.parse.oversize).
     """
     pieces: list[Piece] = []
     for first, last in spans:

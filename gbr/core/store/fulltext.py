@@ -10,14 +10,12 @@ tables, a large one rebuilds it. The functions here run inside the store's trans
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import duckdb
 
-from gbr.core import postings
-
-if TYPE_CHECKING:
-    from gbr.core.store import Store
+from gbr.core.store import postings
+from gbr.core.store.handle import StoreHandle
 
 FTS_SCHEMA = "fts_main_chunks"
 
@@ -52,7 +50,7 @@ class FtsConfig:
 DEFAULT_FTS = FtsConfig()
 
 
-def refresh(store: Store, config: FtsConfig) -> None:
+def refresh(store: StoreHandle, config: FtsConfig) -> None:
     """Rebuild the full-text index from the chunks, in one transaction.
 
     The old index is dropped object by object, then rebuilt: other connections keep
@@ -84,7 +82,7 @@ def refresh(store: Store, config: FtsConfig) -> None:
         store.set_meta(fulltext_config=config.pragma())
 
 
-def update(store: Store, config: FtsConfig, rebuild_share: float) -> Update:
+def update(store: StoreHandle, config: FtsConfig, rebuild_share: float) -> Update:
     """Bring the full-text index up to date with the chunks; returns how it was done.
 
     A daemon's batch changes a few chunks, and a full rebuild costs about 0.8 s per 10k
@@ -200,7 +198,7 @@ def exists(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(row and row[0])
 
 
-def mark_stale(store: Store) -> None:
+def mark_stale(store: StoreHandle) -> None:
     """Remember, durably, that chunks changed after the last full-text rebuild.
 
     A run killed between its writes and its rebuild leaves those files unchanged by

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gbr.core.errors import ConfigError
+from gbr.core.settings import DEVICES
 
-DEVICES = ("auto", "cpu", "cuda")
 DEVICE_ENV = "GBR_DEVICE"
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 # (padded tokens per ONNX run, texts per run). CPU: small runs are faster and keep the
-# arena small (gbr.core.embedder). A GPU wants wide runs to fill its cores; 16k tokens is
+# arena small (gbr.core.embed.embedder). A GPU wants wide runs to fill its cores; 16k tokens is
 # 64 texts at the full 256-token window, a few hundred MB of activations for MiniLM.
 DEVICE_BATCHES = {"cpu": (1024, 64), "cuda": (16384, 256)}
 

@@ -13,18 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gbr.core.errors import MissingKeyError, ProviderError
-from gbr.core.graph.context import (
+from gbr.core.answer.context import (
     Outline,
     Span,
     context_tokens,
     render_with_outlines,
     used_outlines,
 )
-from gbr.core.graph.store import GraphReader
-from gbr.core.llm.base import LlmProvider, Message
-from gbr.core.priors import DEFAULT_TEST_POLICY, TestPolicy
-from gbr.core.prompt import (
+from gbr.core.answer.prompt import (
     HYDE_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
     Citation,
@@ -41,9 +37,14 @@ from gbr.core.prompt import (
     sources,
     user_prompt,
 )
+from gbr.core.errors import MissingKeyError, ProviderError
+from gbr.core.graph.model import Definition
+from gbr.core.graph.store import GraphReader
+from gbr.core.llm.base import LlmProvider, Message
+from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TestPolicy
+from gbr.core.rank.rerank import Reranker
+from gbr.core.rank.search import Filter, Searcher, looks_like_code, rrf
 from gbr.core.records import Hit
-from gbr.core.rerank import Reranker
-from gbr.core.search import Filter, Searcher, looks_like_code, rrf
 from gbr.core.telemetry import log
 
 TokenSink = Callable[[str], None]
@@ -380,7 +381,7 @@ class Oracle:
             outlines=outlines,
         )
 
-    def _used_by(self, spans: Sequence[Span]) -> Sequence[tuple[int, Outline]]:
+    def _used_by(self, spans: Sequence[Span]) -> Sequence[tuple[int, Definition]]:
         return GraphReader(self.searcher.store).used_by(spans)
 
     def answer(

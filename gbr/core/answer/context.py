@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gbr.core.prompt import ContextChunk, estimate_tokens, header, render_context
+from gbr.core.answer.prompt import ContextChunk, estimate_tokens, header, render_context
+from gbr.core.graph.model import Definition
 
 # The header label of an outline: not a number, so it is never taken for a chunk's `[n]`.
 LABEL = "+"
@@ -66,6 +67,10 @@ class Outline:
         }
 
     @classmethod
+    def of(cls, d: Definition) -> Outline:
+        return cls(d.module, d.name, d.kind, d.path, d.start_line, d.end_line, d.signature, d.doc)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outline:
         return cls(
             data["module"],
@@ -92,7 +97,7 @@ def first_sentence(doc: str) -> str:
 
 # The store's query: for each span, the internal definitions referenced inside it, as
 # (index of the span, outline), in the order they are first referenced.
-UsedBy = Callable[[Sequence[Span]], Sequence[tuple[int, Outline]]]
+UsedBy = Callable[[Sequence[Span]], Sequence[tuple[int, Definition]]]
 
 
 def used_outlines(chunks: Sequence[ContextChunk], used_by: UsedBy, budget: int) -> list[Outline]:
@@ -111,7 +116,8 @@ def used_outlines(chunks: Sequence[ContextChunk], used_by: UsedBy, budget: int) 
     chosen: list[Outline] = []
     seen: set[tuple[str, str]] = set()
     used = 0
-    for _, (_, outline) in rows:
+    for _, (_, definition) in rows:
+        outline = Outline.of(definition)
         if outline.key in seen or outline.key in present or _covered(outline, spans):
             continue
         seen.add(outline.key)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Literal
 
-from gbr.core.walker import ALWAYS_SKIP
+from gbr.core.parse.walker import ALWAYS_SKIP
 
 ChangeKind = Literal["added", "modified", "deleted"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 
 from gbr.core.records import SearchFilter as Filter
-from gbr.core.store import Store
+from gbr.core.store.facade import Store
 
 SHOWN = 8  # values listed after "modules here:" / "folders here:"
 

@@ -33,12 +33,12 @@ import duckdb
 
 from gbr.core.errors import IndexBusyError, StoreError
 from gbr.core.records import FileProblem, IndexSummary
-from gbr.core.store import SCHEMA_VERSION, Store
-from gbr.core.store_errors import write_error
+from gbr.core.store.errors import write_error
+from gbr.core.store.facade import SCHEMA_VERSION, Store
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
-    from gbr.core.walker import WalkOptions
+    from gbr.core.parse.walker import WalkOptions
 
 READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
 _RETRY_STEP = 0.05
@@ -300,7 +300,7 @@ def unchanged_summary(
     again, so it is reported as dropped with its stored reason (the line and column are not
     stored).
     """
-    from gbr.core.walker import read_file, walk  # only `index` asks; a search opens here too
+    from gbr.core.parse.walker import read_file, walk  # only `index` asks; a search opens here too
 
     started = time.monotonic()
     if not db.is_file():

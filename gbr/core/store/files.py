@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 
 from gbr.core.errors import StoreError
-from gbr.core.store_errors import one_line
+from gbr.core.store.errors import one_line
 
 # Every connection's settings. The fts extension is loaded from the pip package pinned with
 # duckdb (below), a file of the same origin and trust as duckdb's own library beside it;

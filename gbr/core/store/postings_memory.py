@@ -1,6 +1,6 @@
 """BM25 from postings held in memory, for a searcher that answers many queries.
 
-The postings table (gbr.core.postings) lets DuckDB read only the documents holding a query's
+The postings table (gbr.core.store.postings) lets DuckDB read only the documents holding a query's
 terms, but a query still pays for two joins with the documents table and a grouped sum:
 25-90 ms at 100k chunks here, most of a warm hybrid query. A daemon answers thousands of
 queries from one state of the index, so it reads the postings once into two arrays sorted
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from gbr.core import postings
-from gbr.core.fulltext import FTS_SCHEMA
+from gbr.core.store import postings
+from gbr.core.store.fulltext import FTS_SCHEMA
 
 BYTES_PER_POSTING = 12  # a row number (int32) and a weight (float64)
 # What a searcher that answers many queries (the daemon's, chat's, `search -`'s) may spend:

@@ -22,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from gbr.core.chunk_text import code_words
 from gbr.core.errors import ConfigError
-from gbr.core.priors import Intent, TestPolicy, is_example, is_test
+from gbr.core.parse.chunk_text import code_words
+from gbr.core.paths import DATA_DIR
+from gbr.core.rank.priors import Intent, TestPolicy, is_example, is_test
 
-DEFAULT_RANKER_PATH = Path(__file__).parent / "data" / "ranker.json"
+DEFAULT_RANKER_PATH = DATA_DIR / "ranker.json"
 
 _STOP = frozenset(
     [

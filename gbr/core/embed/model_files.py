@@ -11,8 +11,9 @@ from pathlib import Path
 
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import ConfigError
+from gbr.core.paths import DATA_DIR
 
-# "-i8mm": the file's int8 weights are multiplied in int8 (gbr.core.int8_matmul), which moves
+# "-i8mm": the file's int8 weights are multiplied in int8 (gbr.core.embed.int8_matmul), which moves
 # the vectors a little, so indexes made before that are re-embedded once. A new calibration
 # of its ranges (bench/calibrate_int8.py) needs a new id too.
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-i8mm"
@@ -47,14 +48,14 @@ class ModelFiles:
     onnx: Path
     tokenizer: Path
     model_id: str
-    # Multiply the file's int8 weights in int8 (gbr.core.int8_matmul): the default model's
+    # Multiply the file's int8 weights in int8 (gbr.core.embed.int8_matmul): the default model's
     # own setting, part of its id; a user's model runs as its file says.
     int8_matmul: bool = False
 
 
 # The default model's tokenizer ships inside gbr (466 KB, Apache-2.0, see data/NOTICE): the
 # only package on PyPI that carries it also pulls in sentence-transformers and a CUDA torch.
-DEFAULT_TOKENIZER = Path(__file__).parent / "data" / "minilm-tokenizer.json"
+DEFAULT_TOKENIZER = DATA_DIR / "minilm-tokenizer.json"
 
 
 def package_dir(name: str) -> Path | None:
