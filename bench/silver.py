@@ -54,8 +54,8 @@ from bench.silver_data import (  # noqa: E402
     load_split,
     read_manifest,
 )
-from gbr.core.search import Ranking, Searcher  # noqa: E402
-from gbr.core.store import Store  # noqa: E402
+from gbr.core.rank.search import Ranking, Searcher  # noqa: E402
+from gbr.core.store.facade import Store  # noqa: E402
 
 CORPUS = REPO.parent / "shared" / "gleamcorpus"
 HELDOUT_CHECK = REPO.parent / "shared" / "heldout" / "check.py"

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.mine_doc_pairs import MIN_DOC_CHARS, chunks_of, first_sentence
-from gbr.core.chunk_text import doc_prose
-from gbr.core.chunker import ChunkLimits, TokenCounter, new_parser
-from gbr.core.priors import is_test
+from gbr.core.parse.chunk_text import doc_prose
+from gbr.core.parse.chunker import ChunkLimits, TokenCounter, new_parser
+from gbr.core.rank.priors import is_test
 from gbr.core.records import Chunk
 
 SPLITS = ("train", "dev", "test")

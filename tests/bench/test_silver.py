@@ -27,9 +27,9 @@ from bench.silver_data import (
     split_of,
     strip_doc_comments,
 )
-from gbr.core.chunker import ChunkLimits
-from gbr.core.embedder import OnnxEmbedder
-from gbr.core.store import Store
+from gbr.core.embed.embedder import OnnxEmbedder
+from gbr.core.parse.chunker import ChunkLimits
+from gbr.core.store.facade import Store
 
 REPO = Path(__file__).resolve().parents[2]
 RECREATE = REPO / "bench" / "corpus" / "recreate.sh"
