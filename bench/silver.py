@@ -45,7 +45,15 @@ from bench.eval import (  # noqa: E402
     unit_index,
     units_of,
 )
-from bench.evaluation import METRICS, Query, bootstrap_interval, per_query, query_of  # noqa: E402
+from bench.evaluation import (  # noqa: E402
+    METRICS,
+    Query,
+    bootstrap_interval,
+    per_query,
+    query_of,
+    relevant,
+    repository_interval,
+)
 from bench.silver_data import (  # noqa: E402
     QUERY_CAP,
     SPLITS,
@@ -177,7 +185,11 @@ def split_units(work: Path, split: str, layout: str) -> list[Unit]:
 def score_block(variant: Variant, tagged: Tagged, seconds: float) -> dict[str, Any]:
     """eval's summary of one variant, plus the bootstrap interval of each metric."""
     block = summarise(variant, tagged, seconds / max(1, len(tagged)))
-    block["interval95"] = bootstrap_interval(per_query([(q, h) for _, q, h in tagged]))
+    rows = per_query([(q, h) for _, q, h in tagged])
+    block["interval95"] = bootstrap_interval(rows)
+    block["interval95_by_repository"] = repository_interval(rows, [pkg for pkg, _, _ in tagged])
+    # Where each query's target came (0: not in the top 10), to compare variants query by query.
+    block["ranks"] = {q.id: first_rank(q, h) for _, q, h in tagged}
     per_repo = Counter(pkg for pkg, _, _ in tagged)
     block["repositories"] = len(per_repo)
     block["most_queries_per_repository"] = max(per_repo.values(), default=0)
@@ -211,6 +223,10 @@ def cmd_run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             if args.json:
                 _write(args.json, report)
     return 0
+
+
+def first_rank(query: Query, hits: list[tuple[str, str]]) -> int:
+    return next((n for n, ok in enumerate(relevant(query, hits), start=1) if ok), 0)
 
 
 def table_line(split: str, layout: str, name: str, block: dict[str, Any]) -> str:

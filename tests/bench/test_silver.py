@@ -15,7 +15,7 @@ import pytest
 
 from bench._corpus import pipeline_limits
 from bench.eval import MemoEmbedder, run_units
-from bench.evaluation import METRICS, bootstrap_interval
+from bench.evaluation import METRICS, bootstrap_interval, repository_interval
 from bench.mine_doc_pairs import chunks_of
 from bench.silver import main, score_block, silver_variants, split_units
 from bench.silver_data import (
@@ -223,6 +223,20 @@ def test_the_interval_of_a_known_sample_is_where_the_normal_approximation_puts_i
     assert all(np.isnan(v).all() for v in bootstrap_interval(np.empty((0, 4))).values())
 
 
+def test_resampling_repositories_widens_the_interval_when_repositories_differ() -> None:
+    found = np.array([1.0] * 100 + [0.0] * 100)  # one repository all found, one all missed
+    rows = np.stack([found] * 4, axis=1)
+    repos = ["good"] * 100 + ["bad"] * 100
+
+    by_query = bootstrap_interval(rows)["R@5"]
+    by_repo = repository_interval(rows, repos)["R@5"]
+    even = repository_interval(np.stack([np.tile([1.0, 0.0], 100)] * 4, axis=1), repos)["R@5"]
+
+    assert by_query[1] - by_query[0] < 0.2
+    assert by_repo == (0.0, 1.0)  # two repositories: a resample is either, or both
+    assert even == (0.5, 0.5)  # repositories alike: only the question sample is noise
+
+
 # ------------------------------------------------------------------------ end to end, real
 
 
@@ -274,6 +288,9 @@ def test_build_then_run_scores_the_doc_sentences_against_code_without_docs(
     block = score_block(shipped, per_repo, 1.0)
     assert block["overall"]["R@10"] == 1.0  # a handful of chunks: every target is in the top 10
     assert block["interval95"]["R@10"] == (1.0, 1.0)
+    assert block["interval95_by_repository"]["R@10"] == (1.0, 1.0)
+    assert set(block["ranks"]) == {q.id for _, q, _ in per_repo}
+    assert all(1 <= rank <= 10 for rank in block["ranks"].values())
     with Store.open(work / split / "someone__thermo-header.duckdb") as store:
         docs = store.con.execute("SELECT count(*) FROM chunks WHERE doc <> ''").fetchone()
         texts = " ".join(r[0] for r in store.con.execute("SELECT text FROM chunks").fetchall())
