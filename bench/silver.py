@@ -236,6 +236,25 @@ def table_line(split: str, layout: str, name: str, block: dict[str, Any]) -> str
     return f"| {split} | {layout} | {name} | {overall['n']} | " + " | ".join(cells) + " |"
 
 
+TABLE_HEAD = (
+    "| split | layout | variant | queries | "
+    + " | ".join(f"{m} [95 % CI]" for m in METRICS)
+    + " |\n|"
+    + " --- |" * (4 + len(METRICS))
+)
+
+
+def cmd_table(args: argparse.Namespace) -> int:
+    """The markdown table of a `run --json` file, every split, layout and variant."""
+    report = json.loads(args.json.read_text())
+    print(TABLE_HEAD)
+    for split, layouts in report["splits"].items():
+        for layout, block in layouts.items():
+            for name, row in block.items():
+                print(table_line(split, layout, name, row))
+    return 0
+
+
 def _variants(spec: str, parser: argparse.ArgumentParser) -> list[Variant]:
     own = {v.name: v for v in silver_variants()}
     names = [n.strip() for n in spec.split(",")]
@@ -371,11 +390,15 @@ def main(argv: list[str] | None = None) -> int:
     n = sub.add_parser("negatives", help="hard negatives of one split for a reranker")
     n.add_argument("--split", default="train")
     n.add_argument("--out", type=Path, default=WORK / "train-negatives.jsonl")
+    t = sub.add_parser("table", help="the markdown table of a run's JSON")
+    t.add_argument("json", type=Path)
     args = parser.parse_args(argv)
     if args.command == "build":
         return cmd_build(args)
     if args.command == "run":
         return cmd_run(args, parser)
+    if args.command == "table":
+        return cmd_table(args)
     return cmd_negatives(args)
 
 

@@ -326,6 +326,28 @@ def test_negatives_are_the_first_stage_hits_that_are_not_the_target(
     assert "celsius *. 1.8" in fahrenheit["text"] and "///" not in fahrenheit["text"]
 
 
+def test_run_writes_both_layouts_and_table_prints_a_row_for_each(
+    tiny_corpus: Path, tmp_path: Path, model: OnnxEmbedder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    work = tmp_path / "work"
+    made = build(tiny_corpus, work, model.count_tokens, pipeline_limits(model))
+    split = next(m.split for m in made if m.folder == "other__lights")
+    out = tmp_path / "run.json"
+
+    assert main(["--work", str(work), "run", "--split", split, "--variants", "bm25,dense",
+                 "--json", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["table", str(out)]) == 0
+
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {split}")]
+    layouts = json.loads(out.read_text())["splits"][split]
+    assert set(layouts) == {"per-package", "all-in-one"}
+    assert len(rows) == 4  # two layouts x two variants
+    queries = sum(len(m.queries) for m in made if m.split == split)
+    assert all(f" | {queries} | " in row for row in rows)
+    assert all(row.count("[") == 4 for row in rows)  # every metric with its interval
+
+
 def test_run_before_build_stops_with_the_command_to_run(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as stop:
         main(["--work", str(tmp_path / "nothing"), "run", "--split", "dev"])
