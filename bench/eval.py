@@ -19,8 +19,9 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -420,10 +421,12 @@ def devcorpus_units(
     missing = [f.stem for f in files if not (root / f.stem).is_dir()]
     if missing:
         raise SystemExit(f"no folder {root}/{missing[0]} for {missing[0]}.jsonl")
-    return units_of(root, {f.stem: (lambda f=f: load_queries(f)) for f in files}, layout)
+    return units_of(root, {f.stem: partial(load_queries, f) for f in files}, layout)
 
 
-def units_of(root: Path, packages: dict[str, Callable[[], list[Query]]], layout: str) -> list[Unit]:
+def units_of(
+    root: Path, packages: Mapping[str, Callable[[], list[Query]]], layout: str
+) -> list[Unit]:
     """`packages` maps each folder under `root` to its queries (files relative to the
     folder). Per package: the folder alone; all-in-one: `root` in one index, with the
     target files re-rooted under their folder."""

@@ -17,6 +17,7 @@ that are not its target.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import os
 import subprocess
@@ -24,6 +25,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +117,6 @@ def corpus_checks(corpus: Path) -> dict[str, Any]:
 
 
 def _tsv(path: Path) -> list[dict[str, str]]:
-    import csv
-
     with path.open(newline="") as handle:
         return list(csv.DictReader(handle, delimiter="\t"))
 
@@ -176,10 +176,12 @@ def cmd_build(args: argparse.Namespace) -> int:
 def split_units(work: Path, split: str, layout: str) -> list[Unit]:
     """The units of `bench/eval.py` over one split's stripped copies."""
     lines = load_split(work, split)
-    loaders = {
-        folder: (lambda raw=raw: [query_of(r) for r in raw]) for folder, raw in lines.items()
-    }
+    loaders = {folder: partial(queries_of, raw) for folder, raw in lines.items()}
     return units_of(work / "stripped" / split, loaders, layout)
+
+
+def queries_of(lines: list[dict[str, Any]]) -> list[Query]:
+    return [query_of(line) for line in lines]
 
 
 def score_block(variant: Variant, tagged: Tagged, seconds: float) -> dict[str, Any]:
@@ -331,7 +333,7 @@ def target_texts(db: Path, queries: list[Query]) -> dict[tuple[str, str], dict[s
 def cmd_negatives(args: argparse.Namespace) -> int:
     os.environ["GBR_HOME"] = str(args.work / "gbr-home")
     lines = load_split(args.work, args.split, benchmark_only=False)
-    loaders = {f: (lambda raw=raw: [query_of(r) for r in raw]) for f, raw in lines.items()}
+    loaders = {folder: partial(queries_of, raw) for folder, raw in lines.items()}
     units = units_of(args.work / "stripped" / args.split, loaders, "per-package")
     # Smallest first: embedding is most of the cost, so an unfinished run has mined the most
     # queries it could.

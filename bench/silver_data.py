@@ -17,7 +17,7 @@ import hashlib
 import json
 import shutil
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,7 +200,7 @@ def build(
     limits: ChunkLimits,
     cap: int = QUERY_CAP,
     only: Iterable[str] = SPLITS,
-    progress: Any = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[RepoQueries]:
     """Stripped copies under WORK/stripped/SPLIT/FOLDER and the queries of each split in
     WORK/queries/SPLIT.jsonl (one line per query, `in_benchmark` marking the capped set)."""
