@@ -19,8 +19,9 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -424,22 +425,42 @@ def devcorpus_units(
     missing = [f.stem for f in files if not (root / f.stem).is_dir()]
     if missing:
         raise SystemExit(f"no folder {root}/{missing[0]} for {missing[0]}.jsonl")
+    return units_of(root, {f.stem: partial(load_queries, f) for f in files}, layout)
+
+
+def units_of(
+    root: Path, packages: Mapping[str, Callable[[], list[Query]]], layout: str
+) -> list[Unit]:
+    """`packages` maps each folder under `root` to its queries (files relative to the
+    folder). Per package: the folder alone; all-in-one: `root` in one index, with the
+    target files re-rooted under their folder."""
+    units = []
+    for name, load in packages.items():
+        queries = load()
+        if layout == "all-in-one":
+            queries = [reroot(q, f"{name}/") for q in queries]
+        units.append(Unit(name, root / name, queries, [name] * len(queries)))
     if layout == "per-package":
-        units = []
-        for f in files:
-            queries = load_queries(f)
-            units.append(Unit(f.stem, root / f.stem, queries, [f.stem] * len(queries)))
         return units
-    queries, packages = [], []
-    for f in files:
-        loaded = load_queries(f, f"{f.stem}/")
-        queries += loaded
-        packages += [f.stem] * len(loaded)
-    return [Unit("ALL", root, queries, packages)]
+    return [
+        Unit(
+            "ALL",
+            root,
+            [q for u in units for q in u.queries],
+            [p for u in units for p in u.packages],
+        )
+    ]
 
 
-def unit_index(unit: Unit, embed_format: str, model: Any, out: Path) -> Path:
-    db = out / "devcorpus" / f"{unit.name}-{embed_format}.duckdb"
+def reroot(query: Query, prefix: str) -> Query:
+    targets = tuple(replace(t, file=prefix + t.file) for t in query.targets)
+    return replace(query, targets=targets)
+
+
+def unit_index(
+    unit: Unit, embed_format: str, model: Any, out: Path, folder: str = "devcorpus"
+) -> Path:
+    db = out / folder / f"{unit.name}-{embed_format}.duckdb"
     db.parent.mkdir(parents=True, exist_ok=True)
     summary = run_index(
         IndexOptions(
@@ -469,14 +490,7 @@ def evaluate_devcorpus(
         per_half: dict[str, dict[str, Any]] = {h: {} for h in halves}
         for variant in variants:
             print(f"  {layout} {variant.name}", file=sys.stderr)
-            tagged: list[tuple[str, Query, list[tuple[str, str]]]] = []
-            seconds = 0.0
-            for unit in units:
-                db = unit_index(unit, variant.embed_format, model, out)
-                corpus = Corpus(unit.root, unit.queries)
-                results, per_query = run_variant(variant, corpus, {variant.embed_format: db}, memo)
-                seconds += per_query * len(results)
-                tagged += [(pkg, q, h) for pkg, (q, h) in zip(unit.packages, results, strict=True)]
+            tagged, seconds = run_units(units, variant, model, memo, out)
             for half in halves:
                 mine = [(pkg, q, h) for pkg, q, h in tagged if half_of(pkg) == half]
                 if mine:
@@ -487,13 +501,35 @@ def evaluate_devcorpus(
     return report
 
 
+Tagged = list[tuple[str, Query, list[tuple[str, str]]]]
+
+
+def run_units(
+    units: list[Unit],
+    variant: Variant,
+    model: Any,
+    memo: MemoEmbedder,
+    out: Path,
+    folder: str = "devcorpus",
+) -> tuple[Tagged, float]:
+    """One variant over every unit (each indexed first, incrementally): the hits of every
+    query tagged with its package, and the seconds spent searching."""
+    tagged: Tagged = []
+    seconds = 0.0
+    for unit in units:
+        db = unit_index(unit, variant.embed_format, model, out, folder)
+        corpus = Corpus(unit.root, unit.queries)
+        results, per_query = run_variant(variant, corpus, {variant.embed_format: db}, memo)
+        seconds += per_query * len(results)
+        tagged += [(pkg, q, h) for pkg, (q, h) in zip(unit.packages, results, strict=True)]
+    return tagged, seconds
+
+
 def _count(variants: dict[str, Any]) -> int:
     return next(iter(variants.values()))["overall"]["n"] if variants else 0
 
 
-def summarise(
-    variant: Variant, tagged: list[tuple[str, Query, list[tuple[str, str]]]], per_query: float
-) -> dict[str, Any]:
+def summarise(variant: Variant, tagged: Tagged, per_query: float) -> dict[str, Any]:
     results = [(q, h) for _, q, h in tagged]
     packages: dict[str, Results] = defaultdict(list)
     for pkg, q, h in tagged:

@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,6 +42,11 @@ MIN_DOC_CHARS = 20
 QUERY_CHARS = 200
 
 
+def first_sentence(prose: str) -> str:
+    """The query a doc gives: its first sentence, as CodeSearchNet-style benchmarks take it."""
+    return prose.split(". ")[0][:QUERY_CHARS]
+
+
 def pair_of(repo: str, chunk: Chunk) -> dict[str, object] | None:
     """The training line of one chunk, or None when it has no usable doc."""
     if chunk.kind == "module" or chunk.part != 0:
@@ -54,18 +60,18 @@ def pair_of(repo: str, chunk: Chunk) -> dict[str, object] | None:
         "path": chunk.path,
         "name": chunk.name,
         "kind": chunk.kind,
-        "query": doc.split(". ")[0][:QUERY_CHARS],
+        "query": first_sentence(doc),
         "passage": embed_text(bare),
         "full": embed_text(chunk),
         "test": is_test(chunk.path, chunk.name),
     }
 
 
-def mine(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> list[dict[str, object]]:
-    """`limits` should be the pipeline's (bench._corpus.pipeline_limits), so that a node
-    is split where `gleambrctl index` splits it."""
+def chunks_of(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> Iterator[Chunk]:
+    """Every chunk `gleambrctl index` would cut under `root` (files that do not parse give
+    what the pipeline keeps of them). `limits` should be the pipeline's
+    (bench._corpus.pipeline_limits), so that a node is split where indexing splits it."""
     parser = new_parser()
-    rows = []
     for found in walk(root):
         if not isinstance(found, FoundFile):
             continue
@@ -75,9 +81,12 @@ def mine(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> list[di
         result = chunk_file(source, parser, count_tokens, limits)
         if isinstance(result, FileProblem):
             continue
-        chunks = result.chunks if isinstance(result, PartialFile) else result
-        rows += [p for c in chunks if (p := pair_of(root.name, c)) is not None]
-    return rows
+        yield from result.chunks if isinstance(result, PartialFile) else result
+
+
+def mine(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> list[dict[str, object]]:
+    chunks = chunks_of(root, count_tokens, limits)
+    return [p for c in chunks if (p := pair_of(root.name, c)) is not None]
 
 
 def main(argv: list[str] | None = None) -> int:

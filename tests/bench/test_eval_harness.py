@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bench.eval import VARIANTS, Corpus, evaluate, load_corpus, main
+import pytest
+
+from bench.eval import VARIANTS, Corpus, devcorpus_units, evaluate, load_corpus, main
 from gbr.core.embed.embedder import OnnxEmbedder
 
 SOURCE = """/// Count the vowels in a word.
@@ -96,3 +98,31 @@ def test_harness_measures_rerankers(make_package, tmp_path: Path, fake_llm, monk
     assert list(report["variants"]) == ["hybrid", "hybrid+cross-encoder", "hybrid+llm"]
     assert report["variants"]["hybrid+llm"]["overall"]["n"] == 3
     assert len(fake_llm.requests) == 3  # one listwise call per query
+
+
+def test_devcorpus_units_one_per_package_or_one_for_all_with_files_rerooted(
+    tmp_path: Path,
+) -> None:
+    root, queries_dir = tmp_path / "corpus", tmp_path / "queries"
+    queries_dir.mkdir()
+    for package in ("lpil__pog", "someone__held"):  # one of the dev half, one held out
+        (root / package).mkdir(parents=True)
+        (queries_dir / f"{package}.jsonl").write_text(json.dumps(QUERIES[0]) + "\n")
+
+    dev = devcorpus_units(root, queries_dir, ("dev",), "per-package")
+    both = devcorpus_units(root, queries_dir, ("dev", "held"), "per-package")
+    one = devcorpus_units(root, queries_dir, ("dev", "held"), "all-in-one")
+
+    assert [(u.name, u.root) for u in dev] == [("lpil__pog", root / "lpil__pog")]
+    assert dev[0].queries[0].targets[0].file == "src/house.gleam"
+    assert [u.name for u in both] == ["lpil__pog", "someone__held"]
+    assert [(u.name, u.root, u.packages) for u in one] == [
+        ("ALL", root, ["lpil__pog", "someone__held"])
+    ]
+    assert [q.targets[0].file for q in one[0].queries] == [
+        "lpil__pog/src/house.gleam",
+        "someone__held/src/house.gleam",
+    ]
+    (root / "someone__held").rmdir()
+    with pytest.raises(SystemExit, match="no folder"):
+        devcorpus_units(root, queries_dir, ("held",), "per-package")
