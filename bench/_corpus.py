@@ -16,7 +16,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,9 @@ from typing import Any
 from gbr.core.embed.cache import CacheConfig, cache_config
 from gbr.core.embed.embedder import OnnxEmbedder, PaddingStats
 from gbr.core.embed.model_files import resolve_model_files
-from gbr.core.parse.chunker import ChunkLimits, chunk_file, new_parser
-from gbr.core.records import FileProblem, PartialFile
+from gbr.core.parse.chunker import ChunkLimits, TokenCounter, chunk_file, new_parser
+from gbr.core.parse.walker import FoundFile, read_file, walk
+from gbr.core.records import Chunk, FileProblem, PartialFile
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "bookshelf"
@@ -618,3 +619,31 @@ def time_fts_refresh(db: Path) -> float:
     with Store.open(db) as store:
         seconds, _ = timed(store.refresh_fulltext)
     return seconds
+
+
+# Doc-sentence queries (the silver benchmark, the mined training pairs): a doc shorter than
+# this says too little to be a question, and a query is cut where a long first line ends.
+MIN_DOC_CHARS = 20
+QUERY_CHARS = 200
+
+
+def first_sentence(prose: str) -> str:
+    """The query a doc gives: its first sentence, as CodeSearchNet-style benchmarks take it."""
+    return prose.split(". ")[0][:QUERY_CHARS]
+
+
+def chunks_of(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> Iterator[Chunk]:
+    """Every chunk `gleambrctl index` would cut under `root` (files that do not parse give
+    what the pipeline keeps of them). `limits` should be the pipeline's
+    (bench._corpus.pipeline_limits), so that a node is split where indexing splits it."""
+    parser = new_parser()
+    for found in walk(root):
+        if not isinstance(found, FoundFile):
+            continue
+        source = read_file(found)
+        if isinstance(source, FileProblem):
+            continue
+        result = chunk_file(source, parser, count_tokens, limits)
+        if isinstance(result, FileProblem):
+            continue
+        yield from result.chunks if isinstance(result, PartialFile) else result

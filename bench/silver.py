@@ -56,7 +56,7 @@ from bench.evaluation import (  # noqa: E402
     relevant,
     repository_interval,
 )
-from bench.silver_data import (  # noqa: E402
+from bench._silver_data import (  # noqa: E402
     QUERY_CAP,
     SPLITS,
     build,

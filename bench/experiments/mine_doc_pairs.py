@@ -21,30 +21,25 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bench._corpus import pipeline_limits  # noqa: E402
+from bench._corpus import (  # noqa: E402
+    MIN_DOC_CHARS,
+    chunks_of,
+    first_sentence,
+    pipeline_limits,
+)
 from bench.eval import DEV_HALF, DEVCORPUS, half_of  # noqa: E402
 from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
 from gbr.core.parse.chunk_text import doc_prose, embed_text, without_doc_lines  # noqa: E402
-from gbr.core.parse.chunker import ChunkLimits, TokenCounter, chunk_file, new_parser  # noqa: E402
-from gbr.core.parse.walker import FoundFile, read_file, walk  # noqa: E402
+from gbr.core.parse.chunker import ChunkLimits, TokenCounter  # noqa: E402
 from gbr.core.rank.priors import is_test  # noqa: E402
-from gbr.core.records import Chunk, FileProblem, PartialFile  # noqa: E402
-
-MIN_DOC_CHARS = 20
-QUERY_CHARS = 200
-
-
-def first_sentence(prose: str) -> str:
-    """The query a doc gives: its first sentence, as CodeSearchNet-style benchmarks take it."""
-    return prose.split(". ")[0][:QUERY_CHARS]
+from gbr.core.records import Chunk  # noqa: E402
 
 
 def pair_of(repo: str, chunk: Chunk) -> dict[str, object] | None:
@@ -65,23 +60,6 @@ def pair_of(repo: str, chunk: Chunk) -> dict[str, object] | None:
         "full": embed_text(chunk),
         "test": is_test(chunk.path, chunk.name),
     }
-
-
-def chunks_of(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> Iterator[Chunk]:
-    """Every chunk `gleambrctl index` would cut under `root` (files that do not parse give
-    what the pipeline keeps of them). `limits` should be the pipeline's
-    (bench._corpus.pipeline_limits), so that a node is split where indexing splits it."""
-    parser = new_parser()
-    for found in walk(root):
-        if not isinstance(found, FoundFile):
-            continue
-        source = read_file(found)
-        if isinstance(source, FileProblem):
-            continue
-        result = chunk_file(source, parser, count_tokens, limits)
-        if isinstance(result, FileProblem):
-            continue
-        yield from result.chunks if isinstance(result, PartialFile) else result
 
 
 def mine(root: Path, count_tokens: TokenCounter, limits: ChunkLimits) -> list[dict[str, object]]:

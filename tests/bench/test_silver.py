@@ -1,4 +1,4 @@
-"""bench/silver.py and bench/silver_data.py: the silver benchmark's data and its scores."""
+"""bench/silver.py and bench/_silver_data.py: the silver benchmark's data and its scores."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench._corpus import pipeline_limits
+from bench._corpus import chunks_of, pipeline_limits
 from bench.eval import MemoEmbedder, run_units
 from bench.evaluation import METRICS, bootstrap_interval, repository_interval
-from bench.mine_doc_pairs import chunks_of
 from bench.silver import main, score_block, silver_variants, split_units
-from bench.silver_data import (
+from bench._silver_data import (
     QUERY_CAP,
     build,
     copy_stripped,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.mine_doc_pairs import MIN_DOC_CHARS, chunks_of, first_sentence
+from bench._corpus import MIN_DOC_CHARS, chunks_of, first_sentence
 from gbr.core.parse.chunk_text import doc_prose
 from gbr.core.parse.chunker import ChunkLimits, TokenCounter, new_parser
 from gbr.core.rank.priors import is_test
