@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CTL, PROVIDER_VARS, copy_small
+from tests.conftest import CTL, PROVIDER_VARS, Indexed
 from tests.fake_llm import FakeLlm, Reply
 from tests.tiny_models import build_tiny_cross_encoder
 
@@ -19,12 +19,8 @@ KEY = "sk-test-SECRET-1234567890"
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("ask") / "small"
-    copy_small(root)
-    done = subprocess.run([CTL, "index", str(root)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return root
+def package(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: Indexed) -> Path:
+    return indexed_small_template.copy(tmp_path_factory.mktemp("ask") / "small")
 
 
 def ask(

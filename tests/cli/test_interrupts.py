@@ -147,6 +147,7 @@ def test_sigint_while_a_10mb_file_is_chunked_stops_at_once(make_package, tmp_pat
     assert ("src/app/huge.gleam", "ok") not in file_rows(db)
 
 
+@pytest.mark.slow  # embeds about 900 chunks, twice over
 def test_sigint_while_a_big_batch_is_embedded_stops_at_once_and_keeps_the_chunks(
     make_package, tmp_path: Path
 ) -> None:
