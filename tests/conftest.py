@@ -157,11 +157,9 @@ class Indexed:
         self.summary = summary
 
     def copy(self, dest: Path) -> Path:
-        """The package and its index under `dest`, as if indexed there (mtimes kept, so a
-        new run finds every file unchanged). The template's events log stays behind."""
-        shutil.copytree(
-            self.root, dest, symlinks=True, ignore=shutil.ignore_patterns("events.jsonl")
-        )
+        """The package and its .gbr folder (index, vector file, events log) under `dest`, as
+        if indexed there: mtimes are kept, so a new run finds every file unchanged."""
+        shutil.copytree(self.root, dest, symlinks=True)
         return dest
 
 

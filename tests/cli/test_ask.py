@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CTL, PROVIDER_VARS, Indexed
+from tests.conftest import CTL, PROVIDER_VARS, Indexed, invoke
 from tests.fake_llm import FakeLlm, Reply
 from tests.tiny_models import build_tiny_cross_encoder
 
@@ -26,6 +26,13 @@ def package(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: In
 def ask(
     package: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
+    """`gleambrctl ask ARGS` with no provider but those in `env`: in this process through
+    typer's runner, except with `-v`, whose echo of events to stderr is set up once per
+    process (gbr.core.telemetry), so it gets a process of its own."""
+    if "-v" not in args:
+        unset: dict[str, str | None] = dict.fromkeys(PROVIDER_VARS)
+        home = {"GBR_HOME": str(package / ".home")}
+        return invoke("ask", *args, cwd=package, env={**unset, **home, **(env or {})})
     base = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
     base.update({"COLUMNS": "200", "NO_COLOR": "1", "GBR_HOME": str(package / ".home")})
     return subprocess.run(
