@@ -158,8 +158,13 @@ class Indexed:
 
     def copy(self, dest: Path) -> Path:
         """The package and its .gbr folder (index, vector file, events log) under `dest`, as
-        if indexed there: mtimes are kept, so a new run finds every file unchanged."""
+        if indexed there: mtimes are kept, so a new run finds every file unchanged, and the
+        index names `dest` as its root (vimgrep paths and the no-change check read it)."""
+        from gbr.core.store.facade import Store
+
         shutil.copytree(self.root, dest, symlinks=True)
+        with Store.open(dest / ".gbr" / "index.duckdb") as store:
+            store.set_meta(root=str(dest))
         return dest
 
 
