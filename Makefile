@@ -5,7 +5,7 @@ CTL    := $(abspath $(VENV))/bin/gleambrctl
 STAMP  := $(VENV)/.installed-stamp
 EXAMPLE := examples/bookshelf
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install browser demo test lint format bench docs clean
 
 $(STAMP): pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -13,6 +13,13 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Debian's chromium for the web page's tests (tests/web); Playwright drives it and never
+# downloads a browser of its own. Installs only when it is missing (needs root and apt).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	fi
 
 demo: install
 	$(CTL) index $(EXAMPLE)
@@ -35,6 +42,10 @@ format: install
 bench: install
 	$(PY) bench/index_throughput.py
 	$(PY) bench/query_latency.py
+
+# docs/cli.md is generated from --help; tests/test_docs.py fails when it is out of date.
+docs: install
+	$(PY) docs/generate_cli.py
 
 clean:
 	rm -rf $(VENV) $(EXAMPLE)/.gbr bench/out

@@ -38,8 +38,12 @@ from gbr.core.parse.chunk_text import search_text  # noqa: E402
 from gbr.core.rank.priors import Priors  # noqa: E402
 from gbr.core.rank.ranker import load_ranker  # noqa: E402
 from gbr.core.rank.rerank import Reranker, load_reranker  # noqa: E402
-from gbr.core.rank.search import NO_RANKING, Fusion, Mode, Ranking, Searcher  # noqa: E402
-from gbr.core.records import Chunk, Hit  # noqa: E402
+from gbr.core.rank.search import NO_RANKING, Fusion, Ranking, Searcher  # noqa: E402
+from gbr.core.records import (  # noqa: E402
+    Chunk,
+    Hit,
+    Mode,
+)
 from gbr.core.store.facade import Store  # noqa: E402
 from gbr.core.store.fulltext import FtsConfig  # noqa: E402
 
@@ -708,7 +712,7 @@ def second_opinion_variants() -> list[Variant]:
 
 
 def retrieval2_variants() -> list[Variant]:
-    """Round three of issue 10, from reading the dev half's misses (bench/misses.py)."""
+    """Round three of issue 10, from reading the dev half's misses (bench/experiments/misses.py)."""
     shipped = Ranking.default()
     return [
         Variant("dense-prose", "dense", embed_format="prose", note="doc prose, code w/o ///"),

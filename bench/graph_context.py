@@ -19,7 +19,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,24 @@ def print_block(name: str, block: dict[str, Any], chosen: list[Setting]) -> None
         )
 
 
+def rows_per_set(
+    devcorpus: Path, out: Path, model: Any, run: Callable[[Path, list[Query]], list[dict[str, Any]]]
+) -> dict[str, list[dict[str, Any]]]:
+    """`run(index, questions)` over each devcorpus repository (per-repository indexes, rows
+    pooled per half) and over examples/: the rows of each set, named as the tables say."""
+    per_half: dict[str, list[dict[str, Any]]] = {h: [] for h in HALVES}
+    for unit in devcorpus_units(devcorpus, DEV_QUERIES, HALVES, "per-package"):
+        db = unit_index(unit, "header", model, out)
+        per_half[half_of(unit.name)] += run(db, unit.queries)
+    corpus = load_corpus(
+        REPO / "examples",
+        [REPO / "bench/queries/bookshelf.jsonl", REPO / "bench/queries/relay.jsonl"],
+    )
+    sets = {f"devcorpus {h} half": per_half[h] for h in HALVES}
+    sets["examples"] = run(index_for(corpus, "header", model, out), corpus.queries)
+    return sets
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", type=int, default=DEFAULTS.budget)
@@ -157,18 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     model = OnnxEmbedder(resolve_model_files(env=os.environ))
     memo = MemoEmbedder(model)
     chosen = settings(args.budget)
-    per_half: dict[str, list[dict[str, Any]]] = {h: [] for h in HALVES}
-    for unit in devcorpus_units(args.devcorpus, DEV_QUERIES, HALVES, "per-package"):
-        db = unit_index(unit, "header", model, args.out)
-        rows = run_unit(db, unit.queries, memo, chosen)
-        per_half[half_of(unit.name)] += rows
-    corpus = load_corpus(
-        REPO / "examples",
-        [REPO / "bench/queries/bookshelf.jsonl", REPO / "bench/queries/relay.jsonl"],
+    sets = rows_per_set(
+        args.devcorpus, args.out, model, lambda db, qs: run_unit(db, qs, memo, chosen)
     )
-    db = index_for(corpus, "header", model, args.out)
-    blocks = {f"devcorpus {h} half": summarise(per_half[h], chosen) for h in HALVES}
-    blocks["examples"] = summarise(run_unit(db, corpus.queries, memo, chosen), chosen)
+    blocks = {name: summarise(rows, chosen) for name, rows in sets.items()}
     print(f"budget {args.budget} estimated tokens, {DEFAULTS.max_chunks} chunks at most")
     for name, block in blocks.items():
         print_block(name, block, chosen)

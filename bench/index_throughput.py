@@ -6,7 +6,9 @@ Phases, all with the real OnnxEmbedder and one loaded model:
 
 1. corpus   the example package verbatim plus renamed copies of it (`_corpus.generate_variants`)
             until the copies hold --chunks chunks; every embedded text is distinct.
-2. e2e      `run_index` into a fresh DuckDB: walk, parse, embed, write, FTS, checkpoint.
+2. e2e      `run_index` into a fresh DuckDB, as `index` and the daemon run it: walk, parse,
+            write the chunks and FTS (searchable: `seconds_searchable`), then the vectors
+            behind, checkpoint.
 3. ceiling  exactly the texts run_index embedded (recorded at its `embed_batch` calls and
             checked against the DB's embed hashes) through one `model.embed_batch` call:
             tokenize + ONNX, sorted by length over the whole set. Ratio = ceiling / e2e time.
@@ -142,6 +144,7 @@ def run(args: argparse.Namespace, work: Path, results: dict[str, Any]) -> None:
     results["e2e"] = {
         "seconds": e2e_s,
         "summary_seconds": summary.seconds,
+        "seconds_searchable": summary.seconds_searchable,
         "chunks": summary.chunks,
         "chunks_in_db": db_chunks,
         "generated_chunks_in_db": int(db_generated),

@@ -50,7 +50,8 @@ import pyarrow.compute as pc
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.rank.priors import Priors
-from gbr.core.rank.search import MODES, Ranking, Searcher
+from gbr.core.rank.search import Ranking, Searcher
+from gbr.core.records import MODES
 from gbr.core.store.facade import Store
 
 HYBRID_P50_TARGET_MS = 50.0

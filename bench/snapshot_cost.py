@@ -36,7 +36,7 @@ from gbr.core.parse.walker import read_file, walk
 from gbr.core.records import FileProblem
 from gbr.core.store import snapshot
 from gbr.core.store.facade import Store, check_root
-from gbr.core.store.indexing import embed_chunks
+from gbr.core.store.indexing import embed_now
 
 
 class RandomVectors:
@@ -69,7 +69,7 @@ def build_index(root: Path, db: Path, model: Any) -> int:
             chunks = chunk_file(source, parser, model.count_tokens, limits)
             if isinstance(chunks, FileProblem):
                 continue
-            stored, _ = embed_chunks(chunks, fake, lambda keys: {})
+            stored = embed_now(chunks, fake)
             store.replace_file(source, stored)
             total += len(stored)
         store.refresh_fulltext()

@@ -36,6 +36,8 @@ class _Gleambrctl(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         given = kwargs.get("args", args[0] if args else None)
+        if given is None:
+            _refuse_undecodable(sys.argv[1:])
         only = self._named(sys.argv[1:] if given is None else list(given))
         if only is None:
             return super().__call__(*args, **kwargs)
@@ -58,6 +60,26 @@ class _Gleambrctl(typer.Typer):
             if name == argv[0]:
                 return info
         return None
+
+
+def _refuse_undecodable(argv: Sequence[str]) -> None:
+    """Exit 2 with one line when an argument is not UTF-8 (`search $'fines \\xff'`).
+
+    Python hands such bytes over as lone surrogates, which no output, tokenizer or query can
+    encode: each command failed with a traceback somewhere deep inside."""
+    for number, arg in enumerate(argv, start=1):
+        if undecodable(arg):
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            sys.stderr.write(
+                f"error: argument {number} ('{shown}') is not valid UTF-8; "
+                "pass names and questions as UTF-8 text\n"
+            )
+            raise SystemExit(2)
+
+
+def undecodable(text: str) -> bool:
+    """Whether `text` holds bytes that were not UTF-8 (lone surrogates, from surrogateescape)."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
 # Set by the shell while it asks for completions, which must list every command.

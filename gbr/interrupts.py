@@ -7,12 +7,15 @@ transaction) sees a stop request only after it. The pipeline's cleanup then wait
 minutes after printing "interrupted".
 
 Here the first signal does two things. The main thread gets a KeyboardInterrupt, so the
-pipeline's `finally` starts a graceful stop; and a watchdog thread, woken through
-`signal.set_wakeup_fd` (written by the C-level handler, so it fires even while the main
-thread is stuck in a long C call), ends the process with `os._exit` after GRACE_SECONDS
-whatever is still running. Ending mid-write is safe: each file's chunks are swapped in one
-DuckDB transaction, so the index holds the old or the new version of every file, the
-full-text index is flagged stale before the first write, and the next run finishes the job.
+pipeline asks its writer to show the index as written so far (a staged run copies its file
+over the index: what it finished is kept, as the last line says) and stops without waiting
+for busy actors; and a watchdog thread, woken through `signal.set_wakeup_fd` (written by the
+C-level handler, so it fires even while the main thread is stuck in a long C call), ends the
+process with `os._exit` after GRACE_SECONDS whatever is still running. The grace is longer
+than the pipeline's KEEP_SECONDS: a grace of 0.5 s ended runs before they kept anything.
+Ending mid-write is safe: each file's chunks are swapped in one DuckDB transaction, so the
+index holds the old or the new version of every file, the full-text index is flagged stale
+before the first write, and the next run finishes the job.
 
 Exit codes, as shells report a death by signal: 130 for SIGINT (128 + 2), 143 for
 SIGTERM (128 + 15). A second signal exits at once. Either way stderr gets one line.
@@ -27,12 +30,12 @@ import sys
 import threading
 from types import FrameType
 
-GRACE_SECONDS = 0.5
+GRACE_SECONDS = 6.0  # > gbr.actors.pipeline.KEEP_SECONDS, the time to keep finished work
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SHOW_CURSOR = "\x1b[?25h"  # a progress bar cut off mid-draw leaves the cursor hidden
 
 _lock = threading.Lock()
-_state: dict[str, object] = {"installed": False, "signum": None, "message": ""}
+_state: dict[str, object] = {"installed": False, "signum": None, "message": "", "raised": False}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -77,8 +80,13 @@ def install(message: str) -> None:
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     """The Python-level handler: the first signal unwinds the main thread gracefully."""
     with _lock:
-        first = _state["signum"] is None
-        if first:
+        # Not `signum is None`: the watchdog may have read the same signal's wakeup byte
+        # first (the main thread waits for the GIL behind a big parse), and that signal
+        # taken for a second one ended the run before it kept anything. The watchdog
+        # counts the signals themselves, and ends the process on the second.
+        first = not _state["raised"]
+        _state["raised"] = True
+        if _state["signum"] is None:
             _state["signum"] = signum
     if not first:
         exit_now()

@@ -101,6 +101,10 @@ class Reply:
     and finishes for content_filter)."""
     usage_chunk: bool | None = None
     """End an OpenAI stream with the `choices: []` usage chunk; None: if the request asks."""
+    endless: bool = False
+    """Stream the pieces again and again, `chunk_delay` (its first value) before each, and
+    never finish: a trickle with no end, until the client leaves or the server stops. With
+    `chunks=[""]` the events carry no text at all."""
 
     @classmethod
     def error(
@@ -446,6 +450,9 @@ class _Handler(BaseHTTPRequestHandler):
             yield 0.0, json.dumps(envelope.gemini_chunk(None, "", refusal="prompt"))
             return
         pieces = reply.pieces(text)
+        if reply.endless:
+            yield from _endless(reply, envelope, pieces, openai)
+            return
         sent = pieces if reply.cut_after is None else pieces[: reply.cut_after]
         finished = reply.cut_after is None
         if openai:
@@ -484,6 +491,18 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         self.wfile.flush()
         self.connection.shutdown(socket.SHUT_RDWR)
+
+
+def _endless(
+    reply: Reply, envelope: _Envelope, pieces: Sequence[str], openai: bool
+) -> Iterator[tuple[float, str]]:
+    """(delay, data) of a stream that never ends: the pieces over and over."""
+    delay = max(0.01, reply.delay_before(0))  # a client that keeps up must not spin us
+    so_far = ""
+    for piece in itertools.cycle(pieces or [""]):
+        so_far = (so_far + piece)[-1000:]
+        data = envelope.openai_chunk({"content": piece}) if openai else None
+        yield delay, json.dumps(data or envelope.gemini_chunk(piece, so_far))
 
 
 def _route(path: str) -> Route | None:

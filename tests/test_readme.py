@@ -1,6 +1,7 @@
-"""The README's console sessions are run, so the README cannot drift from the tool.
+"""The README's and the docs' console sessions are run, so they cannot drift from the tool.
 
-A console block that follows a `<!-- checked: tests/test_readme.py -->` line is replayed in
+A console block that follows a `<!-- checked: tests/test_readme.py -->` line (in README.md or
+any page under docs/) is replayed in
 a copy of the repository's examples: each `$ command` runs in a shell (with `gleambrctl` on
 PATH and no LLM keys), and its output must match the lines under it. Figures that vary from
 run to run (timings, rates, scores: any decimal number) match any decimal number, and a line
@@ -23,6 +24,16 @@ from tests.conftest import CTL, PROVIDER_VARS, REPO
 
 MARKER = "<!-- checked: tests/test_readme.py -->"
 DECIMAL = re.compile(r"\d+\.\d+")
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def every_block() -> list[tuple[str, int]]:
+    """(page relative to the repository, block number) of every checked session."""
+    return [
+        (str(page.relative_to(REPO)), n)
+        for page in PAGES
+        for n in range(len(checked_blocks(page.read_text("utf-8"))))
+    ]
 
 
 @dataclass
@@ -74,9 +85,9 @@ def test_the_readme_has_checked_sessions() -> None:
     assert blocks and all(blocks)
 
 
-@pytest.mark.parametrize("block", range(len(checked_blocks((REPO / "README.md").read_text()))))
-def test_a_readme_session_prints_what_the_readme_shows(block: int, tmp_path: Path) -> None:
-    steps = checked_blocks((REPO / "README.md").read_text("utf-8"))[block]
+@pytest.mark.parametrize(("page", "block"), every_block())
+def test_a_session_prints_what_its_page_shows(page: str, block: int, tmp_path: Path) -> None:
+    steps = checked_blocks((REPO / page).read_text("utf-8"))[block]
     work = tmp_path / "repo"
     shutil.copytree(REPO / "examples", work / "examples", ignore=shutil.ignore_patterns(".gbr"))
     env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
@@ -104,7 +115,7 @@ def test_a_readme_session_prints_what_the_readme_shows(block: int, tmp_path: Pat
         )
         output = (done.stdout + done.stderr).replace(str(work) + "/", "").splitlines()
         problem = matches(step.expected, output)
-        assert problem is None, f"README `$ {command}`: {problem}\n--- output:\n" + "\n".join(
+        assert problem is None, f"{page} `$ {command}`: {problem}\n--- output:\n" + "\n".join(
             output
         )
 

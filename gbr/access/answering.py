@@ -1,7 +1,8 @@
 """What a question is answered with: the provider, the reranker and the Oracle over them.
 
-Written once for every place that answers (a local ask, a chat, the daemon), so `--rerank`,
-a missing key and a dry run mean the same wherever the work runs.
+Written once for every place that answers (a local ask, a chat, the daemon's Oracle
+actors), so `--rerank`, a missing key and a dry run mean the same wherever the work runs;
+`answering_key` says when two questions can share what `resolve` made.
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ def open_reranker(
 ) -> Reranker | None:
     """The reranker an ask with `rerank` uses (the one named, else the default), or None."""
     return load_reranker(ask_reranker_spec(rerank, named, provider, env), provider, env)
+
+
+# (who answers, rerank, dry run): all that `resolve` reads.
+AnsweringKey = tuple[LlmChoice, bool, bool]
+
+
+def answering_key(llm: LlmChoice, rerank: bool, dry_run: bool) -> AnsweringKey:
+    """What tells apart two questions' providers and rerankers. A dry run opens no provider,
+    and an ask whose provider lacks its key is answered as one (retrieval alone), so those
+    are told apart by the reranker alone."""
+    if dry_run:
+        llm = LlmChoice(reranker=llm.reranker)
+    return (llm, rerank, dry_run)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from gbr.core.records import Hit
 if TYPE_CHECKING:
     from gbr.core.answer.oracle import AskOptions, AskOutcome, TokenSink
     from gbr.core.llm import Message
-    from gbr.core.rank.search import Filter, Mode
-    from gbr.core.records import IndexSummary, ProgressCallback
+    from gbr.core.rank.search import Filter
+    from gbr.core.records import IndexSummary, Mode, ProgressCallback
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,8 @@ def choose(local: LocalIndex, on_stale: StaleNote | None = None) -> CodeIndex:
 
     cancel = local.settings.cancel_on_ctrl_c
     token = local.env.get(TOKEN_ENV, "").strip() or None
-    return RemoteIndex(DaemonClient(info, token), local.root, cancel_on_ctrl_c=cancel)
+    client = DaemonClient(info, token, env=local.env)  # its provider settings go along
+    return RemoteIndex(client, local.root, cancel_on_ctrl_c=cancel)
 
 
 @contextlib.contextmanager

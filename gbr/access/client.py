@@ -14,12 +14,13 @@ and a daemon that stopped answering is a `DaemonError`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from gbr.access.discovery import DaemonInfo
 from gbr.core import errors
+from gbr.core.environ import TOKEN
 from gbr.core.errors import ConfigError, DaemonError, GbrError
 from gbr.core.lazy import lazy_module
 
@@ -31,21 +32,38 @@ if TYPE_CHECKING:
 else:
     httpx = lazy_module("httpx")  # loaded when first used
 
-TOKEN_ENV = "GBR_TOKEN"
+TOKEN_ENV = TOKEN.name
 # Reads: a search is milliseconds, but the daemon may be busy embedding a big batch.
 READ_TIMEOUT = 120.0
 # What /ask takes as `history` (app.py enforces it): a chat keeps far less, and the Oracle
 # fits what it gets to the budget anyway; the caps only keep one request from being huge.
 HISTORY_MAX_MESSAGES = 100
 HISTORY_MAX_CHARS = 20_000  # per message
-MAX_QUERY_CHARS = 10_000  # a search query, here and in a local search alike
+# The asking shell's provider variables (keys, base URLs, models), as a JSON object: an /ask
+# or /llm that carries them is answered with them instead of the daemon's own. A header,
+# not the body or the URL, so that no access log or echoed request body ever holds a key.
+PROVIDER_ENV_HEADER = "x-gbr-provider-env"
+
+
+def shell_provider_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The provider variables `env` sets (blank ones count as unset, as for a local ask)."""
+    from gbr.core.llm import provider_env_vars
+
+    return {var: env[var] for var in provider_env_vars() if env.get(var, "").strip()}
 
 
 class DaemonClient:
     def __init__(
-        self, info: DaemonInfo, token: str | None = None, timeout: float = READ_TIMEOUT
+        self,
+        info: DaemonInfo,
+        token: str | None = None,
+        timeout: float = READ_TIMEOUT,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """`env`: the caller's environment, whose provider variables go with each /ask and
+        /llm (none set: the daemon answers with its own)."""
         self.info = info
+        self._env = env or {}
         headers = {"authorization": f"Bearer {token}"} if token else {}
         # trust_env=False: an HTTP(S)_PROXY meant for the internet must not catch loopback.
         self._http = httpx.Client(
@@ -89,7 +107,7 @@ class DaemonClient:
         """Which provider and model the daemon would answer with: {provider, model,
         configured, error}. Nothing is called; an unknown provider is a ConfigError."""
         params = {k: v for k, v in (("provider", provider), ("model", model)) if v is not None}
-        return self._json("GET", "/llm", params=params)
+        return self._json("GET", "/llm", params=params, headers=self._provider_headers())
 
     def ask(
         self,
@@ -114,7 +132,7 @@ class DaemonClient:
         body = {**body, "stream": True}
         if history:
             body["history"] = [{"role": m.role, "content": m.content} for m in history]
-        with self._stream("POST", "/ask", body) as response:
+        with self._stream("POST", "/ask", body, self._provider_headers()) as response:
             for event in iter_sse(response.iter_text()):
                 data = _loads(event.data)
                 if event.event == "token" and isinstance(data, str):
@@ -140,6 +158,10 @@ class DaemonClient:
 
     # ------------------------------------------------------------------ plumbing
 
+    def _provider_headers(self) -> dict[str, str]:
+        settings = shell_provider_env(self._env)
+        return {PROVIDER_ENV_HEADER: json.dumps(settings)} if settings else {}
+
     def _json(
         self,
         method: str,
@@ -147,11 +169,14 @@ class DaemonClient:
         body: dict[str, Any] | None = None,
         timeout: Any = "client",  # the client's own; None: wait as long as it takes
         params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         if timeout == "client":  # httpx's marker for it, read only now: httpx loads lazily
             timeout = httpx.USE_CLIENT_DEFAULT
         try:
-            response = self._http.request(method, path, json=body, timeout=timeout, params=params)
+            response = self._http.request(
+                method, path, json=body, timeout=timeout, params=params, headers=headers
+            )
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
         if response.status_code >= 400:
@@ -162,9 +187,11 @@ class DaemonClient:
         return data
 
     @contextmanager
-    def _stream(self, method: str, path: str, body: dict[str, Any]) -> Iterator[httpx.Response]:
+    def _stream(
+        self, method: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> Iterator[httpx.Response]:
         try:
-            with self._http.stream(method, path, json=body) as response:
+            with self._http.stream(method, path, json=body, headers=headers) as response:
                 if response.status_code >= 400:
                     response.read()
                     raise self._error(response)
@@ -207,6 +234,8 @@ def ask_body(
         "dry_run": options.dry_run,
         "tests": options.tests,
         "graph_context": options.graph_context,
+        "deadline": options.deadline,
+        "max_answer_bytes": options.max_answer_bytes,
         "provider": provider,
         "model": model,
     }

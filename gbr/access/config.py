@@ -42,7 +42,7 @@ class PackageConfig:
         follow_outside_links: bool = False,
         keep_open: bool = False,
         cancel_on_ctrl_c: bool = False,
-        postings_budget: int = 0,
+        serving: bool = False,
     ) -> LocalSettings:
         return LocalSettings(
             self.root,
@@ -54,7 +54,7 @@ class PackageConfig:
             embed_cache=self.embed_cache,
             keep_open=keep_open,
             cancel_on_ctrl_c=cancel_on_ctrl_c,
-            postings_budget=postings_budget,
+            serving=serving,
         )
 
 

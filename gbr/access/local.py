@@ -16,14 +16,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gbr.access import engine
 from gbr.access.base import Found, LlmChoice
 from gbr.access.discovery import lock_held
+from gbr.access.requests import AskRequest, SearchRequest
 from gbr.core.errors import DaemonError, IndexBusyError, StoreError
 from gbr.core.paths import default_db, package_root
-from gbr.core.rank.filter_hint import filter_hint
 from gbr.core.rank.search import Filter, Ranking, Searcher
+from gbr.core.records import NO_FILTER
 from gbr.core.sizes import DEFAULT_MAX_BYTES
-from gbr.core.store import vector_file
 from gbr.core.store.facade import status_report
 from gbr.core.store.snapshot import open_for_reading
 
@@ -33,15 +34,14 @@ if TYPE_CHECKING:
     import numpy as np
     import pykka
 
-    from gbr.access.answering import Answering
+    from gbr.access.answering import Answering, AnsweringKey
     from gbr.actors.oracle import AskQuestion
     from gbr.actors.supervisor import Supervisor
     from gbr.core.answer.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink
     from gbr.core.embed.cache import CacheConfig
     from gbr.core.embed.embedder import OnnxEmbedder
     from gbr.core.llm import Message
-    from gbr.core.rank.search import Mode
-    from gbr.core.records import Hit, IndexSummary, ProgressCallback
+    from gbr.core.records import IndexSummary, Mode, ProgressCallback
     from gbr.core.store.facade import Store
 
 
@@ -94,18 +94,9 @@ class LocalSettings:
     cancel_on_ctrl_c: bool = False
     """Ctrl-C while answering stops the stream and returns what came (a chat), instead of
     ending the call."""
-    postings_budget: int = 0
-    """Bytes the searcher held between calls (`keep_open`) may hold BM25's postings in, for
-    a front door that answers many queries (gbr.core.store.postings_memory.SERVING_BUDGET); 0
-    for one query, which would spend more time reading them than it saves."""
-
-
-def found(searcher: Searcher, query: str, mode: str, hits: Sequence[Hit], where: Filter) -> Found:
-    """The hits, with a hint when they are none because `--module` or `--path` excludes all,
-    and how much of the index dense search could see."""
-    store = searcher.store
-    hint = filter_hint(store, where) if not hits and (where.module or where.path) else None
-    return Found(query, mode, tuple(hits), hint, searcher.coverage())
+    serving: bool = False
+    """A front door that answers many queries (a chat, `search -`): the searcher held
+    between calls (`keep_open`) also holds BM25's postings (engine.open_searcher)."""
 
 
 class LocalIndex:
@@ -129,7 +120,7 @@ class LocalIndex:
         self._access = _SharedExclusive()
         # With keep_open, between calls: the store, and its searcher once a call needed one.
         self._held: tuple[Store, Searcher | None] | None = None
-        self._answering: dict[tuple[LlmChoice, bool, bool], Answering] = {}  # with keep_open
+        self._answering: dict[AnsweringKey, Answering] = {}  # with keep_open
         # A cancelled answer still finishing in its actor, with the tree that runs it.
         self._pending: tuple[pykka.Future[Answer], Supervisor] | None = None
 
@@ -179,16 +170,14 @@ class LocalIndex:
         return searcher
 
     def _searcher(self, store: Store, held: bool) -> Searcher:
-        """The vectors are mapped from the file beside the index (rebuilt when stale); the
-        model is loaded at the first query to embed. Only a searcher held between calls
-        holds the BM25 postings too: one made per call would read them for nothing."""
-        vectors = vector_file.file_for(store.path)
-        return Searcher(
+        """The model is loaded at the first query to embed. Only a searcher held between
+        calls may serve many queries: one made per call would read the postings for nothing."""
+        return engine.open_searcher(
             store,
             _ModelOnFirstUse(self),
-            ranking=self._ranking,
-            vector_file=vectors,
-            postings_budget=self.settings.postings_budget if held else 0,
+            self._ranking,
+            db=store.path,
+            serving=held and self.settings.serving,
         )
 
     def _open_store(self, stack: contextlib.ExitStack) -> Store:
@@ -227,11 +216,9 @@ class LocalIndex:
     def search(
         self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
     ) -> Found:
-        where = Filter() if where is None else where
+        request = SearchRequest(query, k, mode, NO_FILTER if where is None else where).check()
         with contextlib.ExitStack() as stack:
-            searcher = self._open_for_reading(stack)
-            hits = searcher.search(query, k, mode, where)
-            return found(searcher, query, mode, hits, where)
+            return engine.search(self._open_for_reading(stack), request)
 
     def status(self) -> dict[str, Any]:
         with self._reading() as store:
@@ -274,6 +261,7 @@ class LocalIndex:
         from gbr.core.answer.oracle import outcome_of
 
         llm = LlmChoice() if llm is None else llm
+        AskRequest(question, options, llm, history).check()
         answering = self._answering_for(llm, options)
         try:
             with contextlib.ExitStack() as reading:
@@ -295,11 +283,11 @@ class LocalIndex:
         return outcome_of(answer, options.dry_run, answering.missing)
 
     def _answering_for(self, llm: LlmChoice, options: AskOptions) -> Answering:
-        from gbr.access.answering import resolve
+        from gbr.access.answering import answering_key, resolve
 
         if not self.settings.keep_open:
             return resolve(llm, options, self._env)
-        key = (llm, options.rerank, options.dry_run)  # all that `resolve` reads
+        key = answering_key(llm, options.rerank, options.dry_run)
         if key not in self._answering:
             answering = resolve(llm, options, self._env)
             if answering.missing is not None:
@@ -349,23 +337,12 @@ class LocalIndex:
     ) -> IndexSummary:
         """A staged pass (readers keep the last complete index); with `path`, over its
         package, which this index then follows."""
-        from gbr.actors.pipeline import IndexOptions, run_index
+        from gbr.actors.pipeline import run_index
 
         root = package_root(path) if path is not None else self.root
         if root != self.root:
             self.settings = replace(self.settings, root=root)
-        s = self.settings
-        options = IndexOptions(
-            root=s.root,
-            db=self.db,
-            include_deps=s.include_deps,
-            max_bytes=s.max_bytes,
-            ignore=s.ignore,
-            follow_outside_links=s.follow_outside_links,
-            embed_cache=s.embed_cache,
-            staged=True,
-            embed_after_write=True,
-        )
+        options = engine.index_options(self.settings, self.db, staged=True)
         model = self.model
         self._settle()
         self._let_go()  # DuckDB allows one writer, and no reader beside it in this process

@@ -19,8 +19,8 @@ from gbr.access.client import DaemonClient, ask_body, bounded_history
 from gbr.core.answer.oracle import Answer, AskOptions, AskOutcome, TokenSink
 from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm import Message
-from gbr.core.rank.search import Filter, Mode
-from gbr.core.records import IndexSummary, Progress, ProgressCallback
+from gbr.core.rank.search import Filter
+from gbr.core.records import IndexSummary, Mode, Progress, ProgressCallback
 
 
 class RemoteIndex:

@@ -1,6 +1,6 @@
 """The coordinator counts files reaching the end of the pipeline and knows when a run is done.
 
-It also hears chunks as the embedder gives them vectors, so a watcher sees a big file move.
+It also hears chunks as they get their vectors behind the write, so a watcher sees them move.
 It alone counts a run: others ask it for the summary (`SummaryWanted`) and get a frozen
 copy, so no other thread ever changes what it is counting.
 """
@@ -15,7 +15,6 @@ from typing import Any
 import pykka
 
 from gbr.actors.messages import (
-    ChunksEmbedded,
     ChunksQueued,
     FileDone,
     SummaryWanted,
@@ -47,7 +46,7 @@ class CoordinatorActor(pykka.ThreadingActor):
         self._done: dict[str, FileDone] = {}
         self._expected: frozenset[str] | None = None
         self._started = time.monotonic()
-        self._files_queued = self._chunks_queued = self._chunks_embedded = 0
+        self._chunks_queued = self._chunks_embedded = 0
         self._logged = 0.0  # run time of the last index_progress event
 
     def on_receive(self, message: Any) -> Any:
@@ -59,10 +58,7 @@ class CoordinatorActor(pykka.ThreadingActor):
             self._expected = message.paths
             self._summary = replace(self._summary, files_seen=message.seen)
         elif isinstance(message, ChunksQueued):
-            self._files_queued += message.files
             self._chunks_queued += message.chunks
-        elif isinstance(message, ChunksEmbedded):
-            self._chunks_embedded += message.count
         elif isinstance(message, VectorsStored):
             # Vectors written behind the chunks: counted in the summary here, not per file.
             s = self._summary
@@ -90,7 +86,6 @@ class CoordinatorActor(pykka.ThreadingActor):
                 s,
                 files_indexed=s.files_indexed + 1,
                 chunks=s.chunks + done.chunks,
-                chunks_embedded=s.chunks_embedded + done.embedded,
                 chunks_cached=s.chunks_cached + done.cached,
             )
         elif done.outcome == "unchanged":
@@ -111,7 +106,6 @@ class CoordinatorActor(pykka.ThreadingActor):
             chunks=self._summary.chunks,
             dropped=self._summary.files_dropped,
             elapsed=time.monotonic() - self._started,
-            files_queued=self._files_queued,
             chunks_queued=self._chunks_queued,
             chunks_embedded=self._chunks_embedded,
             files_indexed=self._summary.files_indexed,

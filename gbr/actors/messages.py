@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from gbr.core.graph.model import FileGraph
-from gbr.core.records import Chunk, FileProblem, SourceFile
+from gbr.core.records import FileProblem, SourceFile
 from gbr.core.store.writes import StoredChunk
 
 Outcome = Literal["indexed", "unchanged", "dropped", "removed"]
@@ -33,27 +33,13 @@ class FileFound:
 
 
 @dataclass(frozen=True, slots=True)
-class FileParsed:
-    """Embedder: a file's chunks, waiting for vectors."""
-
-    source: SourceFile
-    chunks: tuple[Chunk, ...]
-    partial: FileProblem | None = None  # some definitions did not parse (`parse_partial`)
-    graph: FileGraph | None = None  # read from the same parse, written with the chunks
-
-    @property
-    def path(self) -> str:
-        return self.source.path
-
-
-@dataclass(frozen=True, slots=True)
 class FileEmbedded:
-    """Writer: a file's chunks with vectors, to swap in atomically."""
+    """Writer: a file's chunks, ready to swap in atomically, without their vectors: the
+    writer fills in those the caches hold, and the embedder the rest, behind the write
+    (EmbedMissing). The name keeps the message's old place in the pipeline."""
 
     source: SourceFile
     chunks: tuple[StoredChunk, ...]
-    embedded: int
-    cached: int
     partial: FileProblem | None = None
     graph: FileGraph | None = None
     # Whether the index held an earlier version: only then can its vectors serve chunks
@@ -107,24 +93,15 @@ class FileDone:
     path: str
     outcome: Outcome
     chunks: int = 0
-    embedded: int = 0
-    cached: int = 0
+    cached: int = 0  # chunks whose vector a cache held when the file was written
     problem: FileProblem | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class ChunksQueued:
-    """Coordinator: the embedder took `files` files, of whose chunks `chunks` need vectors."""
+    """Coordinator: `chunks` chunks are written without a vector and wait for the embedder."""
 
-    files: int
     chunks: int
-
-
-@dataclass(frozen=True, slots=True)
-class ChunksEmbedded:
-    """Coordinator: `count` more chunks have vectors; sent mid-batch, so a big file shows."""
-
-    count: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +112,7 @@ class WalkFinished:
     seen: int  # files found on disk (the rest of `paths` were removed ones)
 
 
-# ---- embedding behind the write (IndexOptions.embed_after_write)
+# ---- embedding behind the write: chunks first, vectors after
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,9 +131,20 @@ class EmbedMissing:
 
 @dataclass(frozen=True, slots=True)
 class VectorsFound:
-    """Writer: vectors by embed hash, for the chunks still without one (one UPDATE)."""
+    """Writer: vectors by embed hash, for the chunks still without one (one UPDATE); when
+    `cached`, the shared cache held them and the model did not run."""
 
     vectors: Mapping[str, np.ndarray]
+    cached: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KeepFinished:
+    """Writer (asked): the run was interrupted. Write the files waiting, show the index as
+    written to readers (IndexOptions.keep) before `until` (time.monotonic), then write
+    nothing more; the answer says whether it was shown."""
+
+    until: float
 
 
 @dataclass(frozen=True, slots=True)

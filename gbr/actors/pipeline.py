@@ -24,6 +24,7 @@ from gbr.actors.messages import (
     FileFailed,
     FilesRemoved,
     FinishRun,
+    KeepFinished,
     ScanTree,
     SummaryWanted,
 )
@@ -35,7 +36,8 @@ from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget
 from gbr.core.parse.chunker import CHUNKER_VERSION, ChunkLimits
-from gbr.core.parse.walker import WalkOptions
+from gbr.core.parse.oversize import stop_parsing
+from gbr.core.parse.walker import WalkBegun, WalkOptions
 from gbr.core.paths import package_root
 from gbr.core.records import FileProblem, FileState, IndexSummary, ProgressCallback
 from gbr.core.sizes import DEFAULT_MAX_BYTES
@@ -44,7 +46,7 @@ from gbr.core.store.facade import Store, check_root
 from gbr.core.store.files import refuse_odd_file
 from gbr.core.store.indexing import prepare_chunks
 from gbr.core.store.lock import LOCK_WAIT, open_when_free
-from gbr.core.store.snapshot import StagedIndex, WriterLock, unchanged_summary
+from gbr.core.store.snapshot import StagedIndex, WriterLock, survey
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
@@ -80,14 +82,13 @@ class IndexOptions:
     stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
     # Vectors shared with every other index of this user; None embeds without it.
     embed_cache: CacheConfig | None = None
-    # Write every file's chunks first, with the vectors the caches hold and NULL for the
-    # rest, and bring the full-text index up: BM25 search works then, and the missing
-    # vectors fill in behind, in batches. Off: each file is embedded before it is written.
-    embed_after_write: bool = False
     # Shows the index, as written so far, to its readers: called on the writer's thread with
     # its store, when the chunks are in and now and then as vectors arrive. A staged run
     # copies its file over the index; a daemon reloads its searcher.
     publish: Callable[[Store], None] | None = None
+    # Shows the index as written to readers when the run is interrupted, within the seconds
+    # given (a staged run copies its file over the index), so that it keeps what it finished.
+    keep: Callable[[Store, float], bool] | None = None
 
     def walk_options(self) -> WalkOptions:
         """What decides which files are walked: one place, for the run and its no-change check."""
@@ -104,7 +105,19 @@ def run_index(
     model: OnnxEmbedder,
     progress: ProgressCallback | None = None,
 ) -> IndexSummary:
-    """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying.
+    """Index `options.root` into `options.db`; raises SupervisionError if an actor keeps dying."""
+    if options.staged:
+        return _run_staged(options, model, progress)
+    return _run_in_place(options, model, progress)
+
+
+def _run_in_place(
+    options: IndexOptions,
+    model: OnnxEmbedder,
+    progress: ProgressCallback | None,
+    begun: WalkBegun | None = None,
+) -> IndexSummary:
+    """Index into `options.db` itself, going on with the walk `begun`, if any.
 
     The store opened here stays open until the actors have stopped: DuckDB shares one
     database between the connections of a process, so the actors' own connections cannot
@@ -112,8 +125,6 @@ def run_index(
     a `search` opening the file for a moment made the actors' starts fail, and the run
     waited for them forever.)
     """
-    if options.staged:
-        return _run_staged(options, model, progress)
     root = package_root(options.root)
     budget = chunk_budget(model.max_tokens, options.embed_format)
 
@@ -126,7 +137,7 @@ def run_index(
         summary = IndexSummary(root=str(root), db=str(options.db), reindex_reason=reason)
         check_root(store, root, options.db)
         states = store.file_states()
-        return _run_pipeline(options, model, progress, root, budget, summary, states)
+        return _run_pipeline(options, model, progress, root, budget, summary, states, begun)
 
 
 def _run_pipeline(
@@ -137,6 +148,7 @@ def _run_pipeline(
     budget: int,
     base: IndexSummary,
     states: dict[str, FileState],
+    begun: WalkBegun | None = None,
 ) -> IndexSummary:
     """Run the actors over the tree; the coordinator counts, and its summary is returned
     with what only this function knows (restarts, dead letters, time) put in."""
@@ -199,6 +211,7 @@ def _run_pipeline(
         vectors_done.set()
 
     supervisor = Supervisor(options.policy, on_dead_letter=dead_letter, on_give_up=give_up)
+    interrupted = False
     faults = options.faults
     shared = EmbedCache(options.embed_cache, model.dim) if options.embed_cache else None
     try:
@@ -215,6 +228,7 @@ def _run_pipeline(
                 shared=shared,
                 vectors_done=vectors_done,
                 publish=options.publish,
+                keep=options.keep,
             ),
         )
         embedder = supervisor.start_child(
@@ -228,15 +242,15 @@ def _run_pipeline(
                 batch_chunks=options.batch_chunks,
                 embed_format=options.embed_format,
                 faults=faults,
-                progress_to=coordinator if progress is not None else None,
                 shared=shared,
             ),
         )
         limits = ChunkLimits(max_tokens=budget)
-        prepare = (
-            functools.partial(prepare_chunks, embedder=model, embed_format=options.embed_format)
-            if options.embed_after_write
-            else None
+        # Every file's chunks are written first, with the vectors the caches hold and NULL
+        # for the rest, and the full-text index comes up: BM25 search works then, and the
+        # missing vectors fill in behind, a page at a time (EmbedMissing).
+        prepare = functools.partial(
+            prepare_chunks, embedder=model, embed_format=options.embed_format
         )
         parsers = [
             supervisor.start_child(
@@ -244,7 +258,6 @@ def _run_pipeline(
                 lambda name=f"parser-{i}": ParserActor.start(  # type: ignore[misc]
                     supervisor,
                     name,
-                    embedder=embedder,
                     writer=writer,
                     count_tokens=model.count_tokens,
                     limits=limits,
@@ -268,6 +281,7 @@ def _run_pipeline(
                 slots=slots,
                 abort=abort,
                 faults=faults,
+                begun=begun if only is None else None,
             ),
         )
         walker.tell(ScanTree())
@@ -290,13 +304,15 @@ def _run_pipeline(
 
         wait_for(finished, f"{counted().files_seen or 'some'} files")
         searchable = None
-        # Also without embed_after_write: vectors a run cut short left out are embedded now.
+        in_index = None
+        # Vectors a run cut short left out are embedded now too.
         if not failure and supervisor.given_up is None and not _cancelled(options):
             embedded, total = writer.ask(ChunksIn(), timeout=600)
+            in_index = total
             searchable = time.monotonic() - started
             log().info("index_searchable", seconds=round(searchable, 3), chunks=total)
             if embedded < total:
-                coordinator.tell(ChunksQueued(0, total - embedded))
+                coordinator.tell(ChunksQueued(total - embedded))
                 embedder.tell(EmbedMissing())
                 wait_for(vectors_done, "vectors")
         if _cancelled(options):
@@ -314,20 +330,46 @@ def _run_pipeline(
             dead_letters=supervisor.dead_letters,
             seconds=time.monotonic() - started,
             seconds_searchable=searchable,
+            chunks_in_index=in_index,
             cache_hits=shared.stats.hits if shared is not None else 0,
             cache_misses=shared.stats.misses if shared is not None else 0,
         )
         writer.ask(FinishRun(json.dumps(summary.as_dict())), timeout=600)
         summary = replace(summary, seconds=time.monotonic() - started)
+    except KeyboardInterrupt:
+        interrupted = True
+        abort.set()  # the walker sends no more; what is written is shown before the exit
+        stop_parsing()  # a big parse would starve the writer of the GIL meanwhile
+        if options.keep is not None and "writer" in locals():
+            _keep_finished(writer)
+        raise
     finally:
         abort.set()
-        supervisor.stop_all()
+        # An interrupted run has kept what it finished: actors still busy (an ONNX batch,
+        # a big file) are not waited for, as the process ends within its grace anyway.
+        supervisor.stop_all(timeout=0.2 if interrupted else 30.0)
         with contextlib.suppress(pykka.Timeout):
             coordinator.stop(block=True, timeout=30)
         if shared is not None:
             shared.close()
     log().info("index_finished", **{k: v for k, v in summary.as_dict().items() if k != "dropped"})
     return summary
+
+
+# Seconds an interrupted run has to show what it finished; within gbr.interrupts' grace.
+KEEP_SECONDS = 4.0
+
+
+def _keep_finished(writer: Any) -> None:
+    """Ask the writer to show the index as written, so that "finished files are kept" holds;
+    a writer that cannot within KEEP_SECONDS leaves the last index shown as it was."""
+    until = time.monotonic() + KEEP_SECONDS
+    try:
+        kept = writer.ask(KeepFinished(until), timeout=KEEP_SECONDS + 0.5)
+    except Exception as exc:  # a timeout, a dead writer: the run ends all the same
+        kept = False
+        log().warning("interrupted_not_kept", error=describe(exc))
+    log().info("interrupted_kept" if kept else "interrupted_not_kept")
 
 
 def _cancelled(options: IndexOptions) -> bool:
@@ -357,20 +399,23 @@ def _run_staged(
     root = package_root(options.root)
     refuse_odd_file(options.db)  # never lock, copy or rename over /dev/null and the like
     with WriterLock(options.db):
+        begun = None
         if options.only is None:
             walk = options.walk_options()
             want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
-            same = unchanged_summary(options.db, root, walk, want)
-            if same is not None:
-                log().info("index_unchanged", files=same.files_seen, seconds=same.seconds)
-                return same
+            found = survey(options.db, root, walk, want)
+            if isinstance(found, IndexSummary):
+                log().info("index_unchanged", files=found.files_seen, seconds=found.seconds)
+                return found
+            begun = found
         before = _vectors_before(options.db)
         staged = StagedIndex(options.db)
-        publish = staged.publish if options.embed_after_write else None
-        work = replace(options, db=staged.path, staged=False, publish=publish)
+        work = replace(
+            options, db=staged.path, staged=False, publish=staged.publish, keep=staged.keep
+        )
         staged.begin()  # a copy cut short is never committed; the next run removes it
         try:
-            summary = run_index(work, model, progress)
+            summary = _run_in_place(work, model, progress, begun)
         except (KeyboardInterrupt, SupervisionError):
             _commit_or_discard(staged, None)
             raise

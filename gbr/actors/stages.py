@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,17 +12,15 @@ import pykka
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.messages import (
-    ChunksEmbedded,
     ChunksIn,
-    ChunksQueued,
     EmbedMissing,
     FileDone,
     FileEmbedded,
     FileFailed,
     FileFound,
-    FileParsed,
     FilesRemoved,
     FinishRun,
+    KeepFinished,
     ScanTree,
     VectorsDone,
     VectorsFound,
@@ -35,15 +33,27 @@ from gbr.core.errors import StoreWriteError
 from gbr.core.graph.build import chunk_with_graph
 from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, embed_text
 from gbr.core.parse.chunker import ChunkLimits, new_parser
-from gbr.core.parse.walker import Scope, WalkOptions, read_file, walk
+from gbr.core.parse.oversize import ParseStopped
+from gbr.core.parse.walker import (
+    FoundFile,
+    HashedFile,
+    Scope,
+    WalkBegun,
+    Walked,
+    WalkOptions,
+    read_file,
+    walk,
+)
 from gbr.core.records import Chunk, FileProblem, FileState, PartialFile, SourceFile
 from gbr.core.store.facade import FileWrite, Store
-from gbr.core.store.indexing import SharedVectors, embed_chunks, embed_texts, with_known_vectors
+from gbr.core.store.indexing import SharedVectors, embed_texts, with_known_vectors
 from gbr.core.store.snapshot import PublishPace
 from gbr.core.store.writes import StoredChunk
 from gbr.core.telemetry import log
 
 StoreFactory = Callable[[], Store]
+# Shows the index as written to readers, waiting up to the seconds given; False if it could not.
+Keep = Callable[[Store, float], bool]
 Prepare = Callable[[Sequence[Chunk]], list[StoredChunk]]
 WriteFailed = Callable[[StoreWriteError], None]
 LARGE_FILE = 1_000_000  # bytes; chunking a file this big is announced in telemetry
@@ -105,11 +115,13 @@ class WalkerActor(_Stage):
         slots: threading.Semaphore,
         abort: threading.Event,
         faults: FaultPlan | None = None,
+        begun: WalkBegun | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.root, self.options, self.states = root, options, states
         self.parsers, self.writer, self.coordinator = parsers, writer, coordinator
         self.slots, self.abort = slots, abort
+        self.begun = begun  # the walk the run's no-change check began, to go on with
 
     def handle(self, message: Any) -> None:
         if isinstance(message, ScanTree):
@@ -119,15 +131,16 @@ class WalkerActor(_Stage):
         paths: set[str] = set()
         seen = 0
         turn = 0
-        for item in walk(self.root, self.options):
+        begun = self.begun.take() if self.begun is not None else None
+        items: Iterator[Walked] = begun or walk(self.root, self.options)
+        for item in items:
             if self.abort.is_set():
                 return
             paths.add(item.path)
             seen += 1
-            if isinstance(item, FileProblem):
-                self._send(self.writer, FileFailed(item))
-                continue
-            source = read_file(item, self.options.max_bytes)
+            source = (
+                read_file(item, self.options.max_bytes) if isinstance(item, FoundFile) else item
+            )
             if isinstance(source, FileProblem):
                 self._send(self.writer, FileFailed(source))
                 continue
@@ -145,6 +158,11 @@ class WalkerActor(_Stage):
                 )
                 self.coordinator.tell(FileDone(source.path, "unchanged", problem=partial))
                 continue
+            if isinstance(source, HashedFile):  # its bytes were not kept (it failed before)
+                source = read_file(source.found, self.options.max_bytes)
+                if isinstance(source, FileProblem):
+                    self._send(self.writer, FileFailed(source))
+                    continue
             known = source.path in self.states
             self._send(self.parsers[turn % len(self.parsers)], FileFound(source, known))
             turn += 1
@@ -167,23 +185,23 @@ class WalkerActor(_Stage):
 
 
 class ParserActor(_Stage):
+    """Chunks a file and does all per-chunk work but the model's: the file goes straight
+    to the writer, and its vectors come behind (EmbedderActor)."""
+
     def __init__(
         self,
         supervisor: Supervisor,
         name: str,
         *,
-        embedder: ChildRef,
         writer: ChildRef,
         count_tokens: Callable[[str], int],
         limits: ChunkLimits,
+        prepare: Prepare,
         faults: FaultPlan | None = None,
-        prepare: Prepare | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
-        self.embedder, self.writer = embedder, writer
+        self.writer = writer
         self.count_tokens, self.limits = count_tokens, limits
-        # Set when vectors come after the write: the parser does all per-chunk work but
-        # the model's, and the file goes straight to the writer.
         self.prepare = prepare
         self.parser = new_parser()
 
@@ -192,7 +210,12 @@ class ParserActor(_Stage):
             if message.source.size >= LARGE_FILE:
                 log().info("large_file_chunking", file=message.path, bytes=message.source.size)
             source = message.source
-            result, graph = chunk_with_graph(source, self.parser, self.count_tokens, self.limits)
+            try:
+                result, graph = chunk_with_graph(
+                    source, self.parser, self.count_tokens, self.limits
+                )
+            except ParseStopped:
+                return  # the run is interrupted: the file stays as it was in the index
             if isinstance(result, FileProblem):
                 self.writer.tell(FileFailed(result, source))
                 return
@@ -201,17 +224,12 @@ class ParserActor(_Stage):
                 if isinstance(result, PartialFile)
                 else (tuple(result), None)
             )
-            if self.prepare is None:
-                self.embedder.tell(FileParsed(source, chunks, partial, graph))
-            else:
-                stored = tuple(self.prepare(chunks))
-                self.writer.tell(
-                    FileEmbedded(source, stored, 0, 0, partial, graph, known=message.known)
-                )
+            stored = tuple(self.prepare(chunks))
+            self.writer.tell(FileEmbedded(source, stored, partial, graph, known=message.known))
 
 
 class EmbedderActor(_Stage):
-    """Batches chunks across files: it runs the model when the batch is full or the inbox idle."""
+    """Gives vectors to the chunks written without one, a page at a time, behind the write."""
 
     def __init__(
         self,
@@ -224,18 +242,14 @@ class EmbedderActor(_Stage):
         batch_chunks: int = 256,
         embed_format: str = DEFAULT_EMBED_FORMAT,
         faults: FaultPlan | None = None,
-        progress_to: pykka.ActorRef[Any] | None = None,
         shared: SharedVectors | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.model, self.open_store, self.writer = model, open_store, writer
         self.shared = shared  # vectors kept beyond this index (gbr.core.embed.cache)
-        # The coordinator, when someone watches progress: it hears chunks as they get vectors.
-        self.progress_to = progress_to
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
-        self._pending: list[FileParsed] = []
         self._store: Store | None = None
-        self._texts_done = 0  # texts embedded behind the write, for the progress events
+        self._texts_done = 0  # texts embedded so far, for the progress events
 
     def start_up(self) -> None:
         self._store = self.open_store()
@@ -255,57 +269,9 @@ class EmbedderActor(_Stage):
             self._store.close()
             self._store = None
 
-    def unfinished(self) -> list[Any]:
-        return list(self._pending)
-
     def handle(self, message: Any) -> None:
         if isinstance(message, EmbedMissing):
             self._embed_missing(message.after)
-            return
-        if isinstance(message, FileParsed):
-            self._pending.append(message)
-        pending_chunks = sum(len(p.chunks) for p in self._pending)
-        if pending_chunks >= self.batch_chunks or self.actor_inbox.empty():
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        batch = self._pending
-        try:
-            out: list[FileEmbedded | FileFailed] = list(self._embed(batch))
-        except Exception as exc:
-            out = self._embed_apart(batch, exc)
-        self._pending = []
-        for message in out:
-            self.writer.tell(message)
-
-    def _embed(self, batch: list[FileParsed]) -> list[FileEmbedded]:
-        assert self._store is not None
-        if self._faults is not None:
-            self._faults.check_files(self._child_name, (p.path for p in batch))
-        chunks = [c for p in batch for c in p.chunks]
-        stored, cached = embed_chunks(
-            chunks,
-            self.model,
-            self._store.cached_vectors,
-            self.embed_format,
-            on_progress=self._reporter(len(self._pending)),
-            shared=self.shared,
-        )
-        out = []
-        offset = 0
-        for parsed in batch:
-            end = offset + len(parsed.chunks)
-            hits = sum(cached[offset:end])
-            mine = tuple(stored[offset:end])
-            offset = end
-            out.append(
-                FileEmbedded(
-                    parsed.source, mine, len(mine) - hits, hits, parsed.partial, parsed.graph
-                )
-            )
-        return out
 
     def _embed_missing(self, after: tuple[int, str] | None) -> None:
         """One page of the texts written without a vector: embedded, sent to the writer,
@@ -315,52 +281,19 @@ class EmbedderActor(_Stage):
         if not page:
             self.writer.tell(VectorsDone())
             return
-        # The caches were asked when these chunks were written: only the model is left.
         texts = {key: embed_text(chunk, self.embed_format) for _, key, chunk in page}
-        self.writer.tell(VectorsFound(embed_texts(texts, self.model, self.shared)))
+        # The shared cache was asked when these chunks were written, but not by a run that
+        # only resumes an interrupted fill: it holds what that run paid for, so ask again.
+        known = self.shared.lookup(list(texts)) if self.shared is not None else {}
+        if known:
+            self.writer.tell(VectorsFound(known, cached=True))
+        rest = {key: text for key, text in texts.items() if key not in known}
+        if rest:
+            self.writer.tell(VectorsFound(embed_texts(rest, self.model, self.shared)))
         self._texts_done += len(texts)
         log().info("embedding_progress", done=self._texts_done, page=len(texts))
         tokens, key, _ = page[-1]
         self.child().tell(EmbedMissing((tokens, key)))
-
-    def _embed_apart(
-        self, batch: list[FileParsed], error: Exception
-    ) -> list[FileEmbedded | FileFailed]:
-        """A batch mixes files, so one file's bad input must not cost the others: run them
-        again one by one, and drop only a file that fails on its own, with the reason.
-
-        When every file fails alone too, no file is to blame (the store went away, say):
-        the error is raised, and the supervisor restarts the embedder as for any crash.
-        """
-        log().warning(
-            "batch_split", actor=self._child_name, files=len(batch), error=describe(error)
-        )
-        out: list[FileEmbedded | FileFailed] = []
-        failed = 0
-        for parsed in batch:
-            try:
-                out.extend(self._embed([parsed]))
-            except Exception as exc:
-                failed += 1
-                reason = f"the embedder failed on this file ({describe(exc)})"
-                problem = FileProblem(parsed.path, reason, "embed_failed")
-                out.append(FileFailed(problem, parsed.source))
-        if len(batch) > 1 and failed == len(batch):
-            raise error
-        return out
-
-    def _reporter(self, files: int) -> Callable[[int, int], None] | None:
-        watcher = self.progress_to
-        if watcher is None:
-            return None
-
-        def report(embedded: int, to_embed: int) -> None:
-            if embedded:
-                watcher.tell(ChunksEmbedded(embedded))
-            else:
-                watcher.tell(ChunksQueued(files, to_embed))
-
-        return report
 
 
 def _none_known(keys: Sequence[str]) -> dict[str, Any]:
@@ -383,6 +316,7 @@ class WriterActor(_Stage):
         shared: SharedVectors | None = None,
         vectors_done: threading.Event | None = None,
         publish: Callable[[Store], None] | None = None,
+        keep: Keep | None = None,
     ) -> None:
         super().__init__(supervisor, name, faults)
         self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
@@ -392,6 +326,9 @@ class WriterActor(_Stage):
         self.vectors_done = vectors_done  # set once every vector is written
         # Shows the index, as written so far, to readers in other processes (staged runs).
         self.publish = publish
+        self.keep = keep  # shows the index as written when the run is interrupted
+        self._changed = False  # whether this run wrote anything yet
+        self._kept = False  # interrupted and shown: nothing more is written
         self._pace = PublishPace()
         self._store: Store | None = None
         self._flagged = False  # whether this run's writes are already marked for a rebuild
@@ -423,6 +360,10 @@ class WriterActor(_Stage):
         return [m for m in self._pending if m is not self._in_hand]
 
     def handle(self, message: Any) -> Any:
+        if self._kept:
+            return None  # what was shown is what the interrupted run keeps
+        if isinstance(message, KeepFinished):
+            return self._keep_finished(message.until)
         if isinstance(message, FileEmbedded):
             self._pending.append(message)
             if not self._batch_full() and not self.actor_inbox.empty():
@@ -448,6 +389,7 @@ class WriterActor(_Stage):
         store = self._store
         assert store is not None
         if self._pending:  # every other message sees the files sent before it written
+            self._changed = True
             self._write_pending(store)
         if isinstance(message, FileEmbedded):
             return None
@@ -455,8 +397,10 @@ class WriterActor(_Stage):
         if isinstance(message, FilesRemoved) and not self._flagged:
             store.mark_fulltext_stale()
             self._flagged = True
+        self._changed = True
         if isinstance(message, VectorsFound):
-            self.coordinator.tell(VectorsStored(store.fill_vectors(message.vectors)))
+            filled = store.fill_vectors(message.vectors)
+            self.coordinator.tell(VectorsStored(filled, cached=message.cached))
             if self._pace.due():
                 self._publish(store)
         elif isinstance(message, VectorsDone):
@@ -537,6 +481,8 @@ class WriterActor(_Stage):
     def _write_files(self, store: Store, batch: Sequence[FileEmbedded]) -> None:
         """Swap the files' chunks in one transaction, with every vector a cache holds."""
         self._writing = tuple(m.path for m in batch)
+        if self._faults is not None:
+            self._faults.check_files(self._child_name, self._writing)
         # The index's own lookup costs a query: only files it held may gain from it.
         filled = {
             held: iter(
@@ -566,8 +512,7 @@ class WriterActor(_Stage):
                     m.path,
                     "indexed",
                     chunks=len(m.chunks),
-                    embedded=m.embedded,
-                    cached=m.cached + hits,
+                    cached=hits,
                     problem=m.partial,
                 )
             )
@@ -577,6 +522,21 @@ class WriterActor(_Stage):
             started = time.monotonic()
             how = store.update_fulltext()
             log().info("fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4))
+
+    def _keep_finished(self, until: float) -> bool:
+        """Write the files waiting and show the index as written, so that an interrupted
+        run keeps what it finished: True once shown (or when there was nothing to show)."""
+        store = self._store
+        self._kept = True
+        if store is None or self.keep is None:
+            return False
+        if self._pending:
+            self._changed = True
+            self._write_pending(store)
+        if not self._changed:
+            return True
+        with self._pace.timed():
+            return self.keep(store, max(0.0, until - time.monotonic()))
 
     def _publish(self, store: Store) -> None:
         """Show the index as written so far to its readers (IndexOptions.publish)."""

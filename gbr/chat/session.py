@@ -7,6 +7,7 @@ person at a prompt take one path.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from gbr.access import CodeIndex, LlmChoice
 from gbr.chat import commands, render
 from gbr.chat.commands import Command, Question, UsageError
 from gbr.chat.render import Views
+from gbr.core.answer.limits import answer_cap, answer_deadline
 from gbr.core.answer.oracle import Answer, AskOptions
 from gbr.core.errors import GbrError, IndexEmptyError, StoreError
 from gbr.core.llm import Message
@@ -50,7 +52,12 @@ class ChatSettings:
 
     def ask_options(self) -> AskOptions:
         return AskOptions(
-            max_chunks=self.max_chunks, budget=self.budget, rerank=self.rerank, hyde=self.hyde
+            max_chunks=self.max_chunks,
+            budget=self.budget,
+            rerank=self.rerank,
+            hyde=self.hyde,
+            deadline=answer_deadline(os.environ, timeout=self.timeout),
+            max_answer_bytes=answer_cap(os.environ),
         )
 
 
@@ -177,8 +184,10 @@ class ChatSession:
             del self.history[: max(0, len(self.history) - 2 * self.settings.max_turns)]
 
     def _token(self, delta: str) -> None:
+        from gbr.commands.output import shown
+
         self._streamed = True
-        self.write(delta)
+        self.write(shown(delta))  # an answer's escape sequences are shown, never run
 
     def _end_stream(self) -> None:
         if self._streamed:

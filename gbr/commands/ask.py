@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.markup import escape
 
+from gbr.access.requests import MAX_BUDGET, MIN_BUDGET
 from gbr.commands.common import (
     err,
     errors,
@@ -41,7 +42,10 @@ def ask(
     model: LlmModelOption = None,
     k: MaxChunksOption = 8,
     budget: Annotated[
-        int, typer.Option("--budget", min=200, help="Context budget in estimated tokens.")
+        int,
+        typer.Option(
+            "--budget", min=MIN_BUDGET, max=MAX_BUDGET, help="Context budget in estimated tokens."
+        ),
     ] = 3000,
     rerank: RerankOption = False,
     reranker: Annotated[
@@ -69,6 +73,23 @@ def ask(
         float | None,
         typer.Option("--timeout", min=1, help="Seconds per LLM request [default: 30, or config]."),
     ] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(
+            "--deadline",
+            min=1,
+            help="Seconds for the whole answer; past it the answer stops (exit 4) "
+            "[default: GBR_ASK_DEADLINE, else 4 x --timeout, else 120].",
+        ),
+    ] = None,
+    max_answer: Annotated[
+        str | None,
+        typer.Option(
+            "--max-answer",
+            help="Largest answer, like 512k; past it the answer stops (exit 4) "
+            "[default: GBR_ASK_MAX_ANSWER, else 256 KiB].",
+        ),
+    ] = None,
     db: DbOption = None,
     json_out: JsonOption = False,
     model_dir: ModelDirOption = None,
@@ -76,19 +97,23 @@ def ask(
 ) -> None:
     """Answer a question from the code: retrieve, assemble a cited context, ask an LLM."""
     with errors(debug) as command:
+        import os
         from dataclasses import replace
 
         from gbr.access import LlmChoice, LocalSettings, chosen
+        from gbr.core.answer.limits import answer_cap, answer_deadline
         from gbr.core.answer.oracle import AskOptions
         from gbr.core.rank.priors import parse_test_policy
 
         if tests is not None:
             parse_test_policy(tests)
+        limits = answer_deadline(os.environ, deadline, timeout), answer_cap(os.environ, max_answer)
         db_path = command.db = find_db(db)
         policy = parse_test_policy(tests or package_settings(db_path).tests or "demote")
         options = AskOptions(
             max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=policy
         )
+        options = replace(options, deadline=limits[0], max_answer_bytes=limits[1])
         if graph_context is not None:
             options = replace(options, graph_context=graph_context)
         llm = LlmChoice(provider, model, timeout, reranker)
@@ -106,7 +131,9 @@ def ask(
 
 
 def _print_token(delta: str) -> None:
-    sys.stdout.write(delta)
+    from gbr.commands.output import shown
+
+    sys.stdout.write(shown(delta))  # an answer may carry escape sequences; never run them
     sys.stdout.flush()
 
 
@@ -114,7 +141,7 @@ def _render_answer_data(
     data: dict[str, Any], json_out: bool, dry_run: bool, root: str | Path | None
 ) -> None:
     """Render the `ask --json` object, whether it was made here or by a daemon."""
-    from gbr.commands.output import stamped
+    from gbr.commands.output import one_line, shown, stamped
     from gbr.core.answer.oracle import Answer
     from gbr.core.answer.prompt import render_context, sources_line
 
@@ -123,15 +150,15 @@ def _render_answer_data(
         return
     if dry_run:
         for message in data.get("prompt", []):
-            sys.stdout.write(f"----- {message['role']} -----\n{message['content']}\n")
+            sys.stdout.write(shown(f"----- {message['role']} -----\n{message['content']}\n"))
         return
     if data.get("error") is not None:
-        err.print(f"[red]error:[/red] {escape(data['error'])}")
+        err.print(f"[red]error:[/red] {escape(one_line(data['error']))}")
         err.print("[dim]the context that was retrieved:[/dim]")
-        sys.stdout.write(render_context(Answer.from_dict(data).chunks))
+        sys.stdout.write(shown(render_context(Answer.from_dict(data).chunks)))
         return
     sources = sources_line(Answer.from_dict(data).sources())
-    err.print(f"[dim]sources: {escape(sources)}[/dim]")
+    err.print(f"[dim]sources: {escape(one_line(sources))}[/dim]")
     if data["unknown_citations"]:
-        listed = ", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"])
+        listed = one_line(", ".join(f"{c['path']}:{c['line']}" for c in data["unknown_citations"]))
         err.print(f"[yellow]not in the context sent:[/yellow] {escape(listed)}")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from gbr.access.requests import MAX_BUDGET, MIN_BUDGET
 from gbr.commands.common import (
     configure,
     err,
@@ -43,7 +44,12 @@ def chat(
     k: MaxChunksOption = 8,
     budget: Annotated[
         int,
-        typer.Option("--budget", min=200, help="Estimated tokens for context and history."),
+        typer.Option(
+            "--budget",
+            min=MIN_BUDGET,
+            max=MAX_BUDGET,
+            help="Estimated tokens for context and history.",
+        ),
     ] = 3000,
     rerank: RerankOption = False,
     hyde: HydeOption = None,
@@ -63,13 +69,10 @@ def chat(
         from gbr.access import choose
         from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
         from gbr.core.paths import default_db
-        from gbr.core.store.postings_memory import SERVING_BUDGET
 
         root = package_root(path).resolve()
         config = configure(root, db or default_db(root))
-        local_settings = config.local_settings(
-            keep_open=True, cancel_on_ctrl_c=True, postings_budget=SERVING_BUDGET
-        )
+        local_settings = config.local_settings(keep_open=True, cancel_on_ctrl_c=True, serving=True)
         # A daemon serving the index owns it (DuckDB lets no one else in): go through it.
         backend = choose(local_index(local_settings, model_dir, config.device), note_stale)
         if backend.via is not None:

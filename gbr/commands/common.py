@@ -100,36 +100,17 @@ def warn(message: str) -> None:
 
 
 def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
-    """Events beside the index when that is a plain file in a writable folder; when the
-    folder or file cannot take them, one warning, and the command goes on without them."""
-    from gbr.core import telemetry
+    """Events beside the index (gbr.access.opening.start_events), warnings on stderr."""
+    from gbr.access.opening import start_events
 
-    telemetry.configure(telemetry.events_beside(db), echo=echo, human=human, warn=warn)
-
-
-# Where optimised ONNX graphs are kept (default `$GBR_HOME/onnx`); `off` keeps none.
+    start_events(db, warn, echo=echo, human=human)
 
 
 def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True) -> OnnxEmbedder:
-    """The embedder, its optimised graph kept between runs (a cold `search` then skips
-    optimising it: gbr.core.embed.onnx_graphs); `prepack=False` when the process embeds only a
-    query or two (gbr.core.embed.embedder.onnx_session)."""
-    from gbr.core.embed.embedder import OnnxEmbedder
-    from gbr.core.embed.model_files import resolve_model_files
+    """The embedder for this process's environment (gbr.access.opening.load_model)."""
+    from gbr.access import opening
 
-    return OnnxEmbedder(
-        resolve_model_files(model_dir, env=os.environ),
-        device=device,
-        graphs=onnx_graphs(),
-        prepack=prepack,
-    )
-
-
-def onnx_graphs() -> Path | None:
-    """Where optimised ONNX graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx`."""
-    from gbr.core.embed.onnx_graphs import kept_folder
-
-    return kept_folder(os.environ)
+    return opening.load_model(model_dir, os.environ, device, prepack)
 
 
 def configure(
@@ -170,9 +151,9 @@ def local_index(
     hands a command the daemon serving the index instead, when one runs (DuckDB then lets
     only it in), with a note when a dead daemon's discovery file was removed. `prepack`:
     see load_model."""
-    from gbr.access import LocalIndex
+    from gbr.access.opening import open_local
 
-    return LocalIndex(settings, lambda: load_model(model_dir, device, prepack), env=os.environ)
+    return open_local(settings, os.environ, model_dir, device, prepack)
 
 
 def note_stale(info: DaemonInfo | None, why: str) -> None:
@@ -226,11 +207,17 @@ def print_summary(s: IndexSummary) -> None:
         f"[bold]{s.files_seen}[/bold] files seen: {s.files_indexed} indexed, "
         f"{s.files_unchanged} unchanged, {s.files_dropped} dropped, {s.files_removed} removed"
     )
-    out.print(
-        f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, {s.chunks_cached} cached) "
-        f"in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
-        + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
-    )
+    if s.changed_nothing and s.chunks_in_index is not None:
+        out.print(
+            f"nothing changed; [bold]{s.chunks_in_index}[/bold] chunks in the index "
+            f"(checked in {s.seconds:.2f} s)"
+        )
+    else:
+        out.print(
+            f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, "
+            f"{s.chunks_cached} cached) in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
+            + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
+        )
     if s.seconds_searchable is not None:
         out.print(
             f"phases: chunks and BM25 in {s.seconds_searchable:.2f} s, "
@@ -260,18 +247,23 @@ def print_hits(hits: list[Hit]) -> None:
     if not hits:
         out.print("no matches")
         return
+    from gbr.commands.output import one_line
+
+    def field(text: str) -> str:
+        return escape(one_line(text))
+
     for hit in hits:
         out.print(
-            f"[bold]{hit.rank:>2}[/bold] [cyan]{escape(hit.path)}:{hit.start_line}-{hit.end_line}"
-            f"[/cyan]  {escape(hit.module)}  [magenta]{hit.kind}[/magenta] "
-            f"[bold green]{escape(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
+            f"[bold]{hit.rank:>2}[/bold] [cyan]{field(hit.path)}:{hit.start_line}-{hit.end_line}"
+            f"[/cyan]  {field(hit.module)}  [magenta]{field(hit.kind)}[/magenta] "
+            f"[bold green]{field(hit.name)}[/bold green]  [dim]{hit.score:.4f}[/dim]"
         )
         if hit.signature:
-            out.print(f"     {escape(hit.signature)}")
+            out.print(f"     {field(hit.signature)}")
         if hit.doc:
-            out.print(f"     [dim]{escape(hit.doc.split('. ')[0][:120])}[/dim]")
+            out.print(f"     [dim]{field(hit.doc.split('. ')[0][:120])}[/dim]")
         body = [
             ln for ln in hit.text.splitlines() if ln.strip() and not ln.lstrip().startswith("//")
         ]
         for line in body[1:4]:
-            out.print(f"     [dim]│[/dim] {escape(line[:110])}")
+            out.print(f"     [dim]│[/dim] {field(line[:110])}")

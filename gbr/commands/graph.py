@@ -130,12 +130,12 @@ def _in(row: dict[str, Any]) -> str:
 def _print_target(data: dict[str, Any]) -> None:
     target = data["target"]
     where = "external: not in the index" if not target["internal"] else "defined at"
-    out.print(f"[bold green]{escape(target['module'])}.{escape(target['name'])}[/bold green]")
+    out.print(f"[bold green]{field(target['module'])}.{field(target['name'])}[/bold green]")
     if not target["internal"]:
         out.print(f"  [dim]{where}[/dim]")
     for d in data["definitions"]:
         out.print(
-            f"  [dim]{where}[/dim] [cyan]{escape(d['path'])}:{d['line']}:{d['col']}[/cyan] "
+            f"  [dim]{where}[/dim] [cyan]{field(d['path'])}:{d['line']}:{d['col']}[/cyan] "
             f"[magenta]{d['kind']}[/magenta]"
         )
 
@@ -145,8 +145,8 @@ def _print_sites(sites: list[dict[str, Any]], label: Any, indent: str = "") -> N
     for _, group in groupby(sites, key=lambda s: s["path"]):
         for site in group:
             out.print(
-                f"{indent}[cyan]{escape(site['path'])}:{site['line']}:{site['col']}[/cyan]  "
-                f"{escape(label(site))}"
+                f"{indent}[cyan]{field(site['path'])}:{site['line']}:{site['col']}[/cyan]  "
+                f"{field(str(label(site)))}"
             )
         out.print("")
 
@@ -165,8 +165,15 @@ def _calls(op: str, name: str, depth: int, db: Path | None, json_out: bool, debu
         indent = "  " * (entry["depth"] - 1)
         external = "" if entry["internal"] else "  [dim](external)[/dim]"
         arrow = "←" if op == "callers" else "→"
-        via = f"  [dim]{arrow} {escape(entry['via'])}[/dim]" if entry["depth"] > 1 else ""
+        via = f"  [dim]{arrow} {field(entry['via'])}[/dim]" if entry["depth"] > 1 else ""
         out.print(
-            f"{indent}[bold]{escape(entry['module'])}.{escape(entry['name'])}[/bold]{external}{via}"
+            f"{indent}[bold]{field(entry['module'])}.{field(entry['name'])}[/bold]{external}{via}"
         )
         _print_sites(entry["sites"], lambda s: s["kind"], indent + "  ")
+
+
+def field(text: str) -> str:
+    """A name or path as one safe, markup-free piece of a line (gbr.commands.output)."""
+    from gbr.commands.output import one_line
+
+    return escape(one_line(text))

@@ -13,16 +13,13 @@ from rich.markup import escape
 
 from gbr.commands.common import (
     INTERRUPTED,
-    configure,
     err,
     errors,
-    local_index,
     note_stale,
     out,
-    package_root,
     print_summary,
     progress_bar,
-    start_telemetry,
+    warn,
 )
 from gbr.commands.options import (
     DbOption,
@@ -36,8 +33,8 @@ from gbr.commands.options import (
 )
 
 if TYPE_CHECKING:
+    from gbr.access.opening import SetAside
     from gbr.core.errors import GbrError
-    from gbr.core.settings import Settings
 
 
 def index(
@@ -59,7 +56,8 @@ def index(
     rebuild: Annotated[
         bool,
         typer.Option(
-            "--rebuild", help="Recreate the index from the source tree; the old file is kept aside."
+            "--rebuild",
+            help="Recreate the index from the source tree (the old file goes once it is done).",
         ),
     ] = False,
     follow_outside_links: Annotated[
@@ -83,40 +81,44 @@ def index(
 
     interrupts.install(INTERRUPTED)
     with errors(debug) as command:
-        from gbr.access import RemoteIndex, chosen
-        from gbr.core.paths import default_db
-        from gbr.core.store.facade import prepare_folder
+        from gbr.access import RemoteIndex
+        from gbr.access.opening import open_package
 
-        root = package_root(path)
-        db_path = db or default_db(root)
-        config = configure(
-            root,
-            db_path,
+        package = open_package(
+            path,
+            db,
+            os.environ,
             include_deps=include_deps,
             max_file_size=max_file_size,
             embed_cache=embed_cache,
             device=device,
         )
-        settings = config.local_settings(follow_outside_links=follow_outside_links)
-        _confirm_wide(root, yes)  # after the options are known good: bad usage comes first
-        command.db = db_path
-        prepare_folder(db_path)
-        start_telemetry(db_path, echo=verbose)
-        _remember_deps(db_path, include_deps, config.settings)
-        local = local_index(settings, model_dir, config.device)
-        with chosen(local, note_stale) as chosen_index:
+        _confirm_wide(package.too_wide() if not yes else None)  # bad usage comes first
+        command.db = package.db
+        package.prepare(warn, echo=verbose)
+        if (saved := package.remember_include_deps(include_deps)) is not None:
+            err.print(
+                f"[dim]note: include_deps = {str(include_deps).lower()} is remembered in "
+                f"{escape(str(saved))}; `gleambrctl settings unset include_deps` forgets it[/dim]"
+            )
+        with package.index(
+            model_dir, follow_outside_links=follow_outside_links, on_stale=note_stale
+        ) as (chosen_index, local):
             if isinstance(chosen_index, RemoteIndex):
                 if rebuild:
-                    raise _daemon_in_the_way(chosen_index.pid, db_path)
+                    raise _daemon_in_the_way(chosen_index.pid, package.db)
                 if not json_out:
                     err.print(f"[dim]indexing through the daemon (pid {chosen_index.pid})[/dim]")
                 summary = chosen_index.index()
             else:
-                _set_aside_if_needed(db_path, rebuild)
+                aside = package.set_aside_if_needed(rebuild)
+                _say_set_aside(aside, package.db)
                 local.model  # noqa: B018 - loaded before the bar starts
                 show_bar = not json_out and err.is_terminal
                 with progress_bar(show_bar) as on_progress:
                     summary = local.index(progress=on_progress)
+                if aside is not None and aside.detail is None:
+                    package.remove_aside(aside)  # the rebuild is in: the old file is no use
         if json_out:
             from gbr.commands.output import stamped
 
@@ -140,32 +142,27 @@ def _daemon_in_the_way(pid: int, db: Path) -> GbrError:
     )
 
 
-def _set_aside_if_needed(db: Path, rebuild: bool) -> None:
-    """Before a run: with --rebuild, or when the file is damaged, move it aside (one line)."""
-    from gbr.core.store.facade import check_index, set_aside
-
-    if not db.exists():
+def _say_set_aside(aside: SetAside | None, db: Path) -> None:
+    """One line about an index file moved aside before the run, if one was."""
+    if aside is None:
         return
-    bad = check_index(db)
-    if bad is None and not rebuild:
-        return
-    aside = set_aside(db, "corrupt" if bad is not None else "old")
-    if bad is not None:
+    if aside.detail is not None:
         err.print(
-            f"[yellow]the index {escape(str(db))} could not be read ({escape(bad.detail)}); "
-            f"kept it as {escape(aside.name)} and rebuilding it from the source tree[/yellow]"
+            f"[yellow]the index {escape(str(db))} could not be read ({escape(aside.detail)}); "
+            f"kept it as {escape(aside.kept_as)} and rebuilding it from the source tree[/yellow]"
         )
-    else:
-        err.print(f"[dim]kept the old index as {escape(aside.name)}; rebuilding it[/dim]")
+        return
+    err.print(
+        f"[dim]moved the old index to {escape(aside.kept_as)} while rebuilding; it is removed "
+        "when the rebuild is done[/dim]"
+    )
 
 
-def _confirm_wide(root: Path, yes: bool) -> None:
-    """Ask before indexing `/`, home, or a folder with no Gleam package in sight; refuse
-    with a hint when nobody can answer."""
+def _confirm_wide(why: str | None) -> None:
+    """Ask before indexing `/`, home, or a folder with no Gleam package in sight (`why`
+    says which); refuse with a hint when nobody can answer."""
     from gbr.core.errors import ConfigError
-    from gbr.core.paths import wide_folder
 
-    why = None if yes else wide_folder(root, os.environ)
     if why is None:
         return
     if sys.stdin.isatty() and err.is_terminal:
@@ -173,19 +170,3 @@ def _confirm_wide(root: Path, yes: bool) -> None:
             return
         raise typer.Exit(1)
     raise ConfigError(f"{why}; pass the path of a Gleam package, or --yes to index it anyway")
-
-
-def _remember_deps(db_path: Path, include_deps: bool | None, settings: Settings) -> None:
-    """`--include-deps` or `--no-include-deps` sticks, so a later plain `index` keeps it."""
-    from dataclasses import replace
-
-    from gbr.core.settings import save_settings, settings_path
-
-    if include_deps is None or settings.include_deps == include_deps:
-        return
-    save_settings(db_path.parent, replace(settings, include_deps=include_deps))
-    err.print(
-        f"[dim]note: include_deps = {str(include_deps).lower()} is remembered in "
-        f"{escape(str(settings_path(db_path.parent)))}; `gleambrctl settings unset "
-        "include_deps` forgets it[/dim]"
-    )

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from gbr.commands.common import (
-    configure,
-    errors,
-    local_index,
-    note_stale,
-    package_root,
-    start_telemetry,
-)
+from gbr.commands.common import errors, note_stale, warn
 from gbr.commands.options import (
     DbOption,
     DebugOption,
@@ -41,12 +35,15 @@ def mcp(
     answered in this process otherwise.
     """
     with errors(debug):
-        from gbr.core.paths import default_db
+        from gbr.access.opening import open_package, start_events
         from gbr.mcp.server import run_stdio
 
-        root = package_root(path)
-        db_path = (db or default_db(root)).resolve()
-        start_telemetry(db_path)  # never echoed: stdout carries the protocol
-        config = configure(root, db_path, include_deps=include_deps, max_file_size=max_file_size)
-        local = local_index(config.local_settings(), model_dir, config.device)
-        run_stdio(local, on_stale=note_stale)
+        package = open_package(
+            path,
+            db.resolve() if db is not None else None,
+            os.environ,
+            include_deps=include_deps,
+            max_file_size=max_file_size,
+        )
+        start_events(package.db, warn)  # never echoed: stdout carries the protocol
+        run_stdio(package.local(model_dir), on_stale=note_stale)

@@ -7,6 +7,9 @@ from typing import Annotated
 
 import typer
 
+from gbr.access.requests import MAX_ASK_K
+from gbr.core.environ import MODEL_DIR
+
 DbOption = Annotated[
     Path | None,
     typer.Option("--db", help="DuckDB index file [default: PATH/.gbr/index.duckdb]"),
@@ -25,7 +28,7 @@ ModelDirOption = Annotated[
     typer.Option(
         "--model-dir",
         help="Folder with model.onnx and tokenizer.json [default: all-MiniLM-L6-v2 int8]",
-        envvar="GBR_MODEL_DIR",
+        envvar=MODEL_DIR.name,
     ),
 ]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
@@ -44,7 +47,7 @@ ProviderOption = Annotated[
 ]
 LlmModelOption = Annotated[str | None, typer.Option("--model", help="The provider's model.")]
 MaxChunksOption = Annotated[
-    int, typer.Option("-k", "--top", min=1, max=50, help="Most chunks to send.")
+    int, typer.Option("-k", "--top", min=1, max=MAX_ASK_K, help="Most chunks to send.")
 ]
 RerankOption = Annotated[
     bool, typer.Option("--rerank/--no-rerank", help="Fetch 30 candidates and rerank them.")

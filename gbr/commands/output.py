@@ -8,6 +8,7 @@ reading several indexes can tell them apart.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,6 +36,30 @@ def stamped(data: dict[str, Any], root: str | Path | None) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "package": package_name(root), **data}
 
 
+# C0 controls but tab and newline, DEL and the C1 controls: ESC opens the sequences that
+# retitle a terminal (OSC 0), clear it (CSI 2J) or rewrite what it shows; CSI is also 0x9b.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\x{ord(match.group()):02x}"
+
+
+def shown(text: str) -> str:
+    """`text` safe to print: every control character but tab and newline written as `\\xNN`.
+
+    File names, code, doc comments and an LLM's answer are anyone's text; printed raw, they
+    could retitle or clear the terminal of whoever reads them. `--json` keeps them exact."""
+    return _CONTROL.sub(_escaped, text)
+
+
+def one_line(text: str) -> str:
+    """`shown`, with tab, newline and carriage return escaped too: a field of a line format
+    (`--vimgrep`, `refs`) that must not split its record."""
+    return _CONTROL_OR_BREAK.sub(_escaped, text)
+
+
 def vimgrep_lines(hits: Iterable[Hit], root: str | Path, cwd: Path | None = None) -> list[str]:
     """`path:line:col: name (kind) signature`, the shape `grep -n`, ripgrep's --vimgrep and
     editors' quickfix lists read. Paths are from the current folder, not the package root,
@@ -46,7 +71,8 @@ def vimgrep_lines(hits: Iterable[Hit], root: str | Path, cwd: Path | None = None
         line, column = definition_at(hit)
         signature = " ".join(hit.signature.split()) if hit.signature else ""
         tail = f" {signature}" if signature else ""
-        lines.append(f"{path}:{line}:{column}: {hit.name} ({hit.kind}){tail}")
+        record = f"{path}:{line}:{column}: {hit.name} ({hit.kind}){tail}"
+        lines.append(one_line(record))
     return lines
 
 

@@ -1,7 +1,8 @@
 """The `index` progress bar: files, and chunks as they get vectors, with a rate and an ETA.
 
-Files alone are not enough: one big file (wisp's `src/wisp.gleam`) holds the embedder for
-half a minute, so the bar follows chunks embedded whenever there are any to embed.
+Files alone are not enough: every file is written first, and their vectors come behind, for
+much longer (wisp's `src/wisp.gleam` alone takes half a minute), so the bar follows chunks
+embedded whenever there are any to embed.
 """
 
 from __future__ import annotations

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
+from gbr.access.requests import MAX_SEARCH_K
 from gbr.commands.common import (
     embedding_note,
     err,
@@ -38,7 +40,7 @@ def search(
             "-k",
             "--top",
             min=1,
-            max=200,
+            max=MAX_SEARCH_K,
             help="Hits to show [default: the package's setting, else 10].",
             show_default=False,
         ),
@@ -74,11 +76,12 @@ def search(
     """Search the index: dense vectors and BM25, fused (see --mode for what the score means)."""
     with errors(debug) as command:
         from gbr.access import LocalSettings, chosen
+        from gbr.access.requests import SearchRequest
         from gbr.commands.output import stamped
         from gbr.core.errors import ConfigError
         from gbr.core.rank.priors import parse_test_policy
-        from gbr.core.rank.search import KINDS, MODES, Filter
-        from gbr.core.store.postings_memory import SERVING_BUDGET
+        from gbr.core.rank.search import KINDS, Filter
+        from gbr.core.records import MODES
 
         if mode is not None and mode not in MODES:
             raise ConfigError(f"unknown --mode {mode!r}; use one of {', '.join(MODES)}")
@@ -89,18 +92,17 @@ def search(
             raise ConfigError("--json and --vimgrep are two output formats; pass one")
         if tests is not None:
             parse_test_policy(tests)  # a bad value is bad usage, before any index is looked for
-        _check_query_length(query)
+        SearchRequest(query).check()  # before any index is looked for: exit 2
         db_path = command.db = find_db(db)
         settings = package_settings(db_path)
         k = k or settings.k or 10
         mode = mode or settings.mode or "hybrid"
         policy = parse_test_policy(tests or settings.tests or "demote")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()), tests=policy)
-        # Kept open for all the queries of `search -`, as one search would; those hold
-        # the BM25 postings too, which one query would spend longer reading than using.
-        budget = SERVING_BUDGET if query == "-" else 0
+        # Kept open for all the queries of `search -`, as one search would; those serve
+        # many queries, and hold the BM25 postings too (gbr.access.engine.open_searcher).
         local = local_index(
-            LocalSettings(db_path.parent.parent, db_path, keep_open=True, postings_budget=budget),
+            LocalSettings(db_path.parent.parent, db_path, keep_open=True, serving=query == "-"),
             model_dir,
             # One query: the model's weights are used as they are rather than repacked
             # for a run or two (gbr.core.embed.embedder.onnx_session).
@@ -110,9 +112,9 @@ def search(
             try:
                 root = index.indexed_root()
                 if query == "-":
-                    for line in sys.stdin:
+                    for line in _stdin_lines():
                         if line.strip():
-                            _check_query_length(line.strip())
+                            SearchRequest(line.strip()).check()
                             found = index.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
                             sys.stdout.write(json.dumps(stamped(found.as_dict(), root)) + "\n")
                             sys.stdout.flush()
@@ -126,18 +128,6 @@ def search(
             note := embedding_note(found.as_dict().get("embedded"), db_path, via)
         ):
             err.print(f"[dim]{escape(note)}[/dim]")
-
-
-def _check_query_length(query: str) -> None:
-    """The daemon's cap on a query, so that a local search fails the same way (exit 2)."""
-    from gbr.access.client import MAX_QUERY_CHARS
-    from gbr.core.errors import ConfigError
-
-    if len(query) > MAX_QUERY_CHARS:
-        raise ConfigError(
-            f"the query is {len(query)} characters long, over the {MAX_QUERY_CHARS} a search "
-            "takes; shorten it"
-        )
 
 
 def _render_search(
@@ -156,3 +146,17 @@ def _render_search(
         print_hits(hits)
     if data.get("hint") and not json_out:
         err.print(f"[yellow]note:[/yellow] {escape(data['hint'])}")
+
+
+def _stdin_lines() -> Iterator[str]:
+    """The queries of `search -`, one a line; a line that is not UTF-8 ends the run with one
+    line on stderr (exit 2), after the answers to the lines before it."""
+    from gbr.core.errors import ConfigError
+
+    for number, raw in enumerate(sys.stdin.buffer, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(
+                f"line {number} of stdin is not valid UTF-8; pass queries as UTF-8 text"
+            ) from None

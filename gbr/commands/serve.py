@@ -30,6 +30,7 @@ from gbr.commands.options import (
     MaxFileSizeOption,
     ModelDirOption,
 )
+from gbr.core.environ import FAULTS, PORT, TOKEN
 
 if TYPE_CHECKING:
     from gbr.access.discovery import DaemonInfo
@@ -54,7 +55,7 @@ def serve(
         str | None,
         typer.Option(
             "--token",
-            envvar="GBR_TOKEN",
+            envvar=TOKEN.name,
             help="Clients must send `Authorization: Bearer TOKEN`.",
             show_default=False,
         ),
@@ -90,11 +91,16 @@ def serve(
     max_body: Annotated[
         str, typer.Option("--max-body", help="Largest request body read (e.g. 8MB).")
     ] = "8MB",
+    open_browser: Annotated[
+        bool,
+        typer.Option("--open", help="Open the web page in the default browser once serving."),
+    ] = False,
     debug: DebugOption = False,
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
     with errors(debug):
         from gbr.actors.faults import parse_faults
+        from gbr.commands.web_page import open_page, page_url
         from gbr.core.errors import ConfigError
         from gbr.core.paths import default_db
         from gbr.daemon.server import DEFAULT_PORT
@@ -104,9 +110,9 @@ def serve(
         root = package_root(path)
         db_path = (db or default_db(root)).resolve()
         try:
-            faults = parse_faults(os.environ.get("GBR_FAULTS"))
+            faults = parse_faults(os.environ.get(FAULTS.name))
         except ValueError as exc:
-            raise ConfigError(f"GBR_FAULTS: {exc}") from None
+            raise ConfigError(f"{FAULTS.name}: {exc}") from None
         human = not json_logs if json_logs is not None else _is_terminal(sys.stderr)
         start_telemetry(db_path, echo=True, human=human)
         package = configure(
@@ -133,11 +139,17 @@ def serve(
         )
 
         def announce(info: DaemonInfo) -> None:
+            # The token goes into the printed link only on a terminal, never into a log.
+            shown = page_url(info.url, token if _is_terminal(sys.stdout) else None)
+            asks = " (it asks for the token)" if token and shown == page_url(info.url, None) else ""
             with suppress(*_DEAD_STREAM):  # a pipe whose reader is gone: serve anyway
                 out.print(
                     f"serving {escape(info.db)} at {info.url} (pid {info.pid}); Ctrl-C stops it"
                 )
+                out.print(f"web page: {escape(shown)}{asks}")
                 sys.stdout.flush()
+            if open_browser:
+                open_page(page_url(info.url, token), note)
 
         def note(message: str) -> None:
             with suppress(*_DEAD_STREAM):
@@ -186,9 +198,9 @@ def _default_port(builtin: int) -> int:
     """GBR_PORT, else the built-in one: the port tried first when --port is not given."""
     from gbr.core.errors import ConfigError
 
-    text = os.environ.get("GBR_PORT", "").strip()
+    text = PORT.text(os.environ)
     if not text:
         return builtin
     if not text.isdigit() or not 0 < int(text) <= 65535:
-        raise ConfigError(f"GBR_PORT={text!r} is not a port; set it to a number from 1 to 65535")
+        raise ConfigError(f"{PORT.name}={text!r} is not a port; set it to a number from 1 to 65535")
     return int(text)

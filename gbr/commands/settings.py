@@ -15,6 +15,7 @@ from gbr.commands.common import (
     find_db,
     out,
     package_root,
+    warn,
 )
 from gbr.commands.options import (
     DbOption,
@@ -53,11 +54,22 @@ def settings_command(
     """
     with errors(debug):
         from gbr.core.errors import ConfigError
-        from gbr.core.settings import KEYS, load_settings, save_settings, with_value
+        from gbr.core.settings import (
+            KEYS,
+            load_leniently,
+            load_settings,
+            save_settings,
+            with_value,
+        )
 
         db_path = db or _settings_db()
         folder = db_path.parent
-        settings = load_settings(folder)
+        if unset and key is not None and value is None:
+            settings, unreadable = load_leniently(folder)  # --unset repairs a damaged file
+            if unreadable:
+                warn(f"left out {unreadable} unreadable line(s) of {folder / 'settings.toml'}")
+        else:
+            settings = load_settings(folder)
         if key is not None and key not in KEYS:
             raise ConfigError(f"unknown setting {key!r}; use one of {', '.join(KEYS)}")
         if unset and (key is None or value is not None):

@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from gbr.commands.common import (
-    configure,
-    embedding_note,
-    errors,
-    find_db,
-    local_index,
-    note_stale,
-    out,
-)
+from gbr.commands.common import embedding_note, errors, note_stale, out
 from gbr.commands.options import (
     DbOption,
     DebugOption,
@@ -35,19 +29,20 @@ def status(
 ) -> None:
     """What is indexed: files, chunks, dropped files and why, model, size, last run."""
     with errors(debug) as command:
-        from gbr.access import chosen
+        from gbr.access.opening import find_package
         from gbr.core.store.snapshot import lock_holder
 
-        db_path = command.db = find_db(db)
-        config = configure(db_path.parent.parent, db_path)
-        local = local_index(config.local_settings(), None)
-        with chosen(local, note_stale) as index:
+        package = find_package(db, os.environ, Path.cwd())
+        db_path = command.db = package.db
+        config = package.config
+        with package.index(on_stale=note_stale) as (index, _):
             report = index.status()
             here = index.via is None
         if here:
             holder = lock_holder(db_path)
             if holder is not None and holder[1] == "index":
                 report["index_run_pid"] = holder[0]  # the figures are of the last complete run
+        report["kept_aside"] = _kept_aside(db_path)
         report["settings"] = config.settings.as_dict()
         report["model_outdated"] = outdated_default_model(report.get("model_id"))
         report["embed_cache"] = _cache_report(config.embed_cache, report.get("last_run"))
@@ -63,6 +58,7 @@ def status(
                 f"{report['restarts']} restarts, {report['queue_depth']} queued"
                 + (f", indexing ({report['indexing']})" if report["indexing"] else "")
             )
+            _print_daemon_llm(report.get("llm"))
         if report.get("index_run_pid"):
             out.print(
                 f"an index run (pid {report['index_run_pid']}) is in progress; "
@@ -97,6 +93,11 @@ def status(
                 f"{last['files_dropped']} dropped in {last['seconds']} s"
             )
         _print_cache(report["embed_cache"])
+        for item in report["kept_aside"]:
+            out.print(
+                f"kept aside {escape(item['path'])} ({item['bytes'] / 1e6:.1f} MB), an earlier "
+                "index moved out of the way; delete it when you no longer need it"
+            )
         for item in report["dropped"]:
             stale = f" ({item['stale_chunks']} stale chunks kept)" if item["stale_chunks"] else ""
             out.print(
@@ -107,6 +108,34 @@ def status(
             out.print(
                 f"  [yellow]partial[/yellow] {escape(item['path'])}: {escape(item['error'])}{stale}"
             )
+
+
+def _print_daemon_llm(llm: dict[str, Any] | None) -> None:
+    """Whose settings an ask through the daemon uses: the shell's own provider variables
+    when it sets any, else these, the daemon's (gbr.daemon.oracles)."""
+    if not llm:
+        return
+    if llm.get("provider") is None:
+        own = f"no provider of its own ({llm.get('error') or 'none configured'})"
+    else:
+        own = f"{llm['provider']}, model {llm['model']}, at {llm['base_url']}"
+    out.print(
+        f"daemon llm {escape(own)}; an ask from a shell that sets provider variables "
+        "uses the shell's"
+    )
+
+
+def _kept_aside(db: Path) -> list[dict[str, Any]]:
+    """Index files a damaged index or a cut-short --rebuild left beside this one."""
+    from gbr.core.store.files import kept_aside
+
+    found = []
+    for path in kept_aside(db):
+        try:
+            found.append({"path": str(path), "bytes": path.stat().st_size})
+        except OSError:  # removed meanwhile
+            continue
+    return found
 
 
 def _cache_report(cache: CacheConfig | None, last_run: dict[str, Any] | None) -> dict[str, Any]:

@@ -114,6 +114,10 @@ class ProviderTimeoutError(ProviderError):
     """The provider sent nothing within the configured timeout."""
 
 
+class AnswerLimitError(ProviderError):
+    """An answer ran past its total deadline or its size cap and was stopped there."""
+
+
 class ProviderRateLimitError(ProviderError):
     """The provider still answered 429 when the retries or the deadline ran out."""
 

@@ -10,10 +10,12 @@ paths, like GIT_CEILING_DIRECTORIES). The folder it starts in is always looked a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from gbr.core.environ import CEILING_DIRECTORIES, gbr_home
 from gbr.core.errors import ConfigError
 
 # The files gbr ships beside its code (tokenizer, int8 ranges, ranker weights).
@@ -22,7 +24,7 @@ DATA_DIR = Path(__file__).parent / "data"
 INDEX_DIR = ".gbr"
 INDEX_NAME = "index.duckdb"
 PACKAGE_MARKER = "gleam.toml"
-CEILING_ENV = "GBR_CEILING_DIRECTORIES"
+CEILING_ENV = CEILING_DIRECTORIES.name
 # How deep `index` looks under a folder for a gleam.toml before it asks whether to go on,
 # and how many folders it opens at most while looking (a home folder holds a great many).
 PACKAGE_DEPTH = 3
@@ -32,6 +34,20 @@ _SKIP_DIRS = {"node_modules", "build", "_build", "__pycache__"}
 
 def default_db(root: Path) -> Path:
     return root / INDEX_DIR / INDEX_NAME
+
+
+IGNORE_ALL = "# Written by gbr: the index and its files stay out of version control.\n*\n"
+
+
+def keep_out_of_git(folder: Path) -> None:
+    """Write `folder/.gitignore` holding `*` unless one is there, as caches do: an index is
+    hundreds of megabytes of derived data that `git add .` must never pick up. Best effort:
+    a folder gbr may write its index to but not this file still gets its index."""
+    ignore = folder / ".gitignore"
+    if ignore.exists():
+        return
+    with contextlib.suppress(OSError):
+        ignore.write_text(IGNORE_ALL, encoding="utf-8")
 
 
 def package_root(path: Path) -> Path:
@@ -133,14 +149,7 @@ def _has_package(root: Path) -> bool:
 
 
 def cache_home(env: Mapping[str, str]) -> Path | None:
-    """gbr's home for its own files: GBR_HOME, else the user's cache folder, both read from
-    `env` only; None when `env` names no home at all. (Here, not in embed_cache: a search
-    asks it where the ONNX graph is kept and would otherwise import sqlite3.)"""
-    home = env.get("GBR_HOME")
-    if home:
-        return Path(home).expanduser()
-    xdg = env.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg).expanduser() / "gbr"
-    user = env.get("HOME")
-    return Path(user) / ".cache" / "gbr" if user else None
+    """gbr's home for its own files: GBR_HOME, else the user's cache folder
+    (gbr.core.environ.gbr_home). (Here, not in embed_cache: a search asks it where the ONNX
+    graph is kept and would otherwise import sqlite3.)"""
+    return gbr_home(env, "cache")

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 ChunkKind = Literal["function", "type", "type_alias", "constant", "external_type", "module"]
 Visibility = Literal["pub", "private"]
 # What a search does with test and example code (gbr.core.rank.priors applies it).
 TestPolicy = Literal["include", "demote", "exclude"]
+TEST_POLICIES: tuple[TestPolicy, ...] = get_args(TestPolicy)
 DEFAULT_TEST_POLICY: TestPolicy = "demote"
+# How a search ranks: by meaning (dense), by words (bm25), or both fused.
+Mode = Literal["hybrid", "dense", "bm25"]
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +101,16 @@ class IndexSummary:
     # When every chunk was in and BM25-searchable, for a run that embeds behind the write.
     seconds_searchable: float | None = None
     reindex_reason: str | None = None
+    # Chunks the index holds after the run (None when the run did not count them): a run
+    # that changed nothing says this rather than `0 chunks`, which reads as an empty index.
+    chunks_in_index: int | None = None
     dropped: tuple[FileProblem, ...] = ()
     partial: tuple[FileProblem, ...] = ()
+
+    @property
+    def changed_nothing(self) -> bool:
+        """No file was indexed, removed or newly dropped: the index is as it was."""
+        return self.files_indexed == 0 and self.files_removed == 0 and self.chunks == 0
 
     @property
     def chunks_per_second(self) -> float:
@@ -127,6 +139,7 @@ class IndexSummary:
                 None if self.seconds_searchable is None else round(self.seconds_searchable, 3)
             ),
             "reindex_reason": self.reindex_reason,
+            "chunks_in_index": self.chunks_in_index,
             "dropped": [
                 {"path": p.path, "kind": p.kind, "reason": p.reason, "line": p.line}
                 for p in self.dropped
@@ -325,10 +338,10 @@ class Progress:
     chunks: int
     dropped: int
     elapsed: float
-    # Heard only while someone watches (a progress callback is given); 0 otherwise.
-    files_queued: int = 0  # files whose chunks the embedder has taken
-    chunks_queued: int = 0  # of their chunks, those that needed new vectors
-    chunks_embedded: int = 0  # of those, the ones that have them now
+    # Once every file's chunks are written: those still without a vector, and how many of
+    # them have one now (the embedder fills them in behind the write).
+    chunks_queued: int = 0
+    chunks_embedded: int = 0
     files_indexed: int = 0
 
     @property
@@ -337,14 +350,10 @@ class Progress:
         return self.chunks_embedded / self.elapsed if self.elapsed > 0 else 0.0
 
     def chunks_left(self) -> float | None:
-        """Chunks still to embed: those queued, plus a guess for files not yet queued
-        (the average so far per queued file); None until the walk has finished."""
+        """Chunks still to embed; None until the walk has finished."""
         if self.expected is None:
             return None
-        waiting = max(0, self.files_queued - self.files_indexed)  # queued, not yet written
-        unqueued = max(0, self.expected - self.done - waiting)
-        per_file = self.chunks_queued / self.files_queued if self.files_queued else 0.0
-        return max(0, self.chunks_queued - self.chunks_embedded) + unqueued * per_file
+        return float(max(0, self.chunks_queued - self.chunks_embedded))
 
     def eta(self) -> float | None:
         """Seconds left at the rate so far, or None while there is no rate to go by."""

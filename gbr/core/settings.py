@@ -8,7 +8,9 @@ The file is small TOML a person can edit; `gleambrctl settings` shows and change
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 import tomllib
 from collections.abc import Callable, Mapping
@@ -16,14 +18,14 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from gbr.core.environ import is_off
 from gbr.core.errors import ConfigError
+from gbr.core.records import MODES, TEST_POLICIES
 
 # Where `index` and `serve` may embed; embed.device picks among them.
 DEVICES = ("auto", "cpu", "cuda")
 
 SETTINGS_FILE = "settings.toml"
-MODES = ("hybrid", "dense", "bm25")
-TESTS = ("include", "demote", "exclude")
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +55,7 @@ def _bool(text: str) -> bool:
     lowered = text.strip().lower()
     if lowered in ("true", "yes", "on", "1"):
         return True
-    if lowered in ("false", "no", "off", "0"):
+    if is_off(lowered):
         return False
     raise ValueError("true or false")
 
@@ -90,7 +92,7 @@ _PARSERS: dict[str, Callable[[str], Any]] = {
     "max_file_size": _size,
     "k": _k,
     "mode": _choice(MODES),
-    "tests": _choice(TESTS),
+    "tests": _choice(TEST_POLICIES),
     "embed_cache": _bool,
     "device": _choice(DEVICES),
 }
@@ -138,6 +140,9 @@ def with_value(settings: Settings, key: str, text: str | None) -> Settings:
     if text is None:
         unset: dict[str, Any] = {key: () if key == "ignore" else None}
         return replace(settings, **unset)
+    if _CONTROL.search(text):
+        # A newline would split a pattern (or a line of the file) in two; none is meant.
+        raise ConfigError(f"{key} cannot hold a newline or another control character")
     if key == "ignore":
         patterns = tuple(p.strip() for p in text.split(",") if p.strip())
         return replace(settings, ignore=patterns)
@@ -162,7 +167,36 @@ def render_toml(settings: Settings) -> str:
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A TOML basic string: JSON's escapes are TOML's, but for DEL, which TOML wants escaped
+    too. Whatever a value holds, the file stays readable."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def load_leniently(index_dir: Path) -> tuple[Settings, int]:
+    """The settings a damaged file still holds, line by line, and how many lines were not
+    readable: what `settings KEY --unset` starts from, so that it repairs the file rather
+    than failing on it like every other command."""
+    try:
+        return load_settings(index_dir), 0
+    except ConfigError:
+        pass
+    raw: dict[str, Any] = {}
+    bad = 0
+    text = settings_path(index_dir).read_bytes().decode("utf-8", "replace")
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            one = tomllib.loads(line)
+            _from_mapping(one, "")
+        except (tomllib.TOMLDecodeError, ConfigError):
+            bad += 1
+            continue
+        raw.update(one)
+    return _from_mapping(raw, str(settings_path(index_dir))), bad
 
 
 def save_settings(index_dir: Path, settings: Settings) -> Path:

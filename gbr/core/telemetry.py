@@ -140,10 +140,11 @@ def _human_value(value: Any) -> str:
 class _Sink:
     """Writes each event to this process's events file and, when asked, to stderr."""
 
-    def __init__(self, echo: bool, human: bool, warn: Warn) -> None:
+    def __init__(self, echo: bool, human: bool, warn: Warn, least: str = "debug") -> None:
         self._echo = echo
         self._human = human
         self._warn = warn
+        self._least = _LEVELS.index(least)  # events below this level are not echoed
 
     def msg(self, **event: Any) -> None:
         with _state.lock:
@@ -157,17 +158,24 @@ class _Sink:
                     _state.handle = None
                     _close_quietly(handle)
                     self._warn(_cannot_write(Path(handle.name), exc))
-            if self._echo:
+            if self._echo and self._loud_enough(event):
                 _state.stderr.write_line(render_human(event) if self._human else line)
 
+    def _loud_enough(self, event: dict[str, Any]) -> bool:
+        level = str(event.get("level", "info"))
+        return _LEVELS.index(level) >= self._least if level in _LEVELS else True
+
     debug = info = warning = error = critical = exception = log = msg
+
+
+_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class _State:
     """What this process configured: events are set up once, and their file is closed."""
 
     def __init__(self) -> None:
-        self.key: tuple[Path | None, bool, bool] | None = None
+        self.key: tuple[Path | None, bool, bool, str] | None = None
         self.handle: TextIO | None = None
         self.lock = threading.RLock()  # a warning may log
         self.stderr: StderrTarget = _StreamTarget(None)
@@ -194,9 +202,10 @@ def configure(
     echo: bool = False,
     warn: Warn | None = None,
     human: bool = False,
+    least: str = "debug",
 ) -> None:
-    """Send events to `events_path` (appending) and, with echo, to stderr: JSON lines, or
-    readable lines with `human`.
+    """Send events to `events_path` (appending) and, with echo, those at level `least` or
+    above to stderr: JSON lines, or readable lines with `human`.
 
     Done once per process: calling again with the same settings changes nothing, and other
     settings close the file opened before. When the file cannot be used, `warn` (by
@@ -204,7 +213,7 @@ def configure(
     """
     warn = warn or _stderr_line
     with _state.lock:
-        key = (events_path, echo, human)
+        key = (events_path, echo, human, least)
         if _state.key == key:
             return
         _state.stderr = StderrTarget.for_stderr()
@@ -213,7 +222,7 @@ def configure(
         if events_path is not None:
             _state.handle = _open_events(events_path, warn)
         _state.key = key
-        sink = _Sink(echo, human, warn)
+        sink = _Sink(echo, human, warn, least)
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
@@ -261,7 +270,24 @@ atexit.register(close)
 
 
 def log() -> Any:
+    """The logger; a process that never configured events gets `configure_quietly` first.
+
+    Unconfigured, structlog prints every event on stdout, where `search --json` and
+    `search -` write their JSON: one warning there broke every machine reading it.
+    """
+    if not structlog.is_configured():
+        configure_quietly()
     return structlog.get_logger("gbr")
+
+
+def has_events_file() -> bool:
+    """Whether this process chose where its events go (a command's own configure)."""
+    return _state.key is not None and _state.key[0] is not None
+
+
+def configure_quietly() -> None:
+    """No events file; warnings and errors on stderr, one readable line each."""
+    configure(None, echo=True, human=True, least="warning")
 
 
 def log_info(event: str, **fields: Any) -> None:

@@ -22,7 +22,7 @@ import traceback
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.routing import APIRoute
@@ -31,7 +31,24 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gbr import __version__
-from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, MAX_QUERY_CHARS
+from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, PROVIDER_ENV_HEADER
+from gbr.access.requests import (
+    MAX_ASK_K,
+    MAX_BUDGET,
+    MAX_FILTER_CHARS,
+    MAX_KINDS,
+    MAX_MODEL_CHARS,
+    MAX_PROVIDER_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SEARCH_K,
+    MIN_BUDGET,
+)
+from gbr.core.answer.limits import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_ANSWER,
+    MAX_DEADLINE,
+    MAX_MAX_ANSWER,
+)
 from gbr.core.answer.oracle import AskOptions, AskOutcome
 from gbr.core.errors import (
     ConfigError,
@@ -44,16 +61,28 @@ from gbr.core.errors import (
 )
 from gbr.core.llm.base import Message as ChatMessage
 from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
-from gbr.core.rank.search import Filter, Mode
-from gbr.core.records import ChunkKind
+from gbr.core.rank.search import Filter
+from gbr.core.records import ChunkKind, Mode
 from gbr.core.telemetry import log
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.graph_routes import add_graph_routes
 from gbr.daemon.metrics import CONTENT_TYPE, Metrics
+from gbr.daemon.oracles import parse_provider_env
 from gbr.daemon.service import AskPlan, Daemon
+from gbr.daemon.web_routes import add_web_routes
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies and clients from timing out
 FIRST_PASS_RETRY_SECONDS = 5
+# The asking client's provider variables (gbr.daemon.oracles): its settings, not the daemon's.
+ProviderEnv = Annotated[
+    str | None,
+    Header(
+        alias=PROVIDER_ENV_HEADER,
+        max_length=20_000,
+        description="A JSON object of the client's provider variables (GROQ_API_KEY, "
+        "GBR_OPENAI_BASE_URL, ...): the answer uses them instead of the daemon's own.",
+    ),
+]
 
 
 class ErrorBody(BaseModel):
@@ -67,11 +96,13 @@ class SearchRequest(BaseModel):
     query: str = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, description="Words or an identifier."
     )
-    k: int = Field(10, ge=1, le=200, description="Hits to return.")
+    k: int = Field(10, ge=1, le=MAX_SEARCH_K, description="Hits to return.")
     mode: Mode = "hybrid"
-    path: str | None = Field(None, max_length=4096, description="Path prefix or glob.")
-    module: str | None = Field(None, max_length=4096, description="Module and its submodules.")
-    kinds: list[ChunkKind] = Field(default_factory=list, max_length=16)
+    path: str | None = Field(None, max_length=MAX_FILTER_CHARS, description="Path prefix or glob.")
+    module: str | None = Field(
+        None, max_length=MAX_FILTER_CHARS, description="Module and its submodules."
+    )
+    kinds: list[ChunkKind] = Field(default_factory=list, max_length=MAX_KINDS)
     tests: TestPolicy = Field(DEFAULT_TEST_POLICY, description=TEST_POLICY_HELP)
 
 
@@ -122,9 +153,11 @@ class HistoryMessage(BaseModel):
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=10_000)
-    k: int = Field(8, ge=1, le=50, description="Most chunks to send.")
-    budget: int = Field(3000, ge=200, le=200_000, description="Context budget, in tokens.")
+    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(8, ge=1, le=MAX_ASK_K, description="Most chunks to send.")
+    budget: int = Field(
+        3000, ge=MIN_BUDGET, le=MAX_BUDGET, description="Context budget, in tokens."
+    )
     rerank: bool = False
     hyde: bool | None = None
     dry_run: bool = False
@@ -133,8 +166,20 @@ class AskRequest(BaseModel):
         AskOptions().graph_context,
         description="Add the signatures of what the chosen chunks call or use.",
     )
-    provider: str | None = Field(None, max_length=100)
-    model: str | None = Field(None, max_length=200)
+    deadline: float = Field(
+        DEFAULT_DEADLINE,
+        gt=0,
+        le=MAX_DEADLINE,
+        description="Seconds for the whole answer; past it the answer stops with an error.",
+    )
+    max_answer_bytes: int = Field(
+        DEFAULT_MAX_ANSWER,
+        ge=1,
+        le=MAX_MAX_ANSWER,
+        description="Largest answer (UTF-8 bytes); past it the answer stops with an error.",
+    )
+    provider: str | None = Field(None, max_length=MAX_PROVIDER_CHARS)
+    model: str | None = Field(None, max_length=MAX_MODEL_CHARS)
     stream: bool = Field(True, description="Server-sent events: token..., answer[, error].")
     history: list[HistoryMessage] = Field(
         default_factory=list,
@@ -253,7 +298,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         },
         tags=["query"],
     )
-    def ask(body: AskRequest) -> Any:
+    def ask(body: AskRequest, provider_env: ProviderEnv = None) -> Any:
         """Retrieve, assemble a cited context, ask the LLM (`ask --json`)."""
         options = AskOptions(
             max_chunks=body.k,
@@ -263,9 +308,14 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
             dry_run=body.dry_run,
             tests=body.tests,
             graph_context=body.graph_context,
+            deadline=body.deadline,
+            max_answer_bytes=body.max_answer_bytes,
         )
         history = [ChatMessage(m.role, m.content) for m in body.history]
-        plan = daemon.plan_ask(body.question, options, body.provider, body.model, history)
+        client_env = parse_provider_env(provider_env)
+        plan = daemon.plan_ask(
+            body.question, options, body.provider, body.model, history, client_env
+        )
         if not body.stream:
             outcome = daemon.run_ask(plan)
             data = dict(outcome.answer)
@@ -282,15 +332,14 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         "/llm", dependencies=auth, response_model=LlmResponse, responses=_ERRORS, tags=["query"]
     )
     def llm(
-        provider: Annotated[str | None, Query(max_length=100)] = None,
-        model: Annotated[str | None, Query(max_length=200)] = None,
+        provider: Annotated[str | None, Query(max_length=MAX_PROVIDER_CHARS)] = None,
+        model: Annotated[str | None, Query(max_length=MAX_MODEL_CHARS)] = None,
+        provider_env: ProviderEnv = None,
     ) -> dict[str, Any]:
-        """The provider and model an /ask with these names would use; calls no LLM.
-
-        The daemon holds the keys, so a client asks here rather than looking at its own
-        environment. A missing key is `configured: false`; an unknown name is a 400.
+        """The provider and model an /ask with these names (and provider settings) would
+        use; calls no LLM. A missing key is `configured: false`; an unknown name is a 400.
         """
-        return daemon.check_llm(provider, model)
+        return daemon.check_llm(provider, model, parse_provider_env(provider_env))
 
     @app.post("/index", dependencies=auth, responses=_ERRORS, tags=["daemon"])
     def index(body: IndexRequest) -> dict[str, Any]:
@@ -309,6 +358,7 @@ def create_app(daemon: Daemon, policy: HttpPolicy | None = None) -> FastAPI:
         return PlainTextResponse(daemon.metrics.render(), media_type=CONTENT_TYPE)
 
     add_graph_routes(app, daemon, auth, _ERRORS)
+    add_web_routes(app, daemon, auth, _ERRORS)
     posts = [r.path for r in app.routes if isinstance(r, APIRoute) and "POST" in (r.methods or ())]
     policy = policy or HttpPolicy.for_bind(daemon.config.host)
     app.add_middleware(Gate, policy=policy, json_posts=posts)

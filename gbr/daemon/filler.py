@@ -19,22 +19,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from gbr.core.environ import SECOND_OPINION_FILL, is_off
 from gbr.core.rank.search import Searcher
 from gbr.core.rank.second_opinion import fill
 from gbr.core.records import NO_FILTER, Hit
 from gbr.core.telemetry import log
 
-FILL_ENV = "GBR_SECOND_OPINION_FILL"
+FILL_ENV = SECOND_OPINION_FILL.name
 QUIET_SECONDS = 30.0
 FILL_MAX_CHUNKS = 100_000
 PAGE = 256  # chunk ids read and collapsed to nodes at a time
-_OFF = ("off", "false", "no")
 
 
 def quiet_seconds(env: Mapping[str, str]) -> float | None:
     """The quiet time before a fill, or None when `env` turns the fill off."""
-    raw = env.get(FILL_ENV, "").strip().lower()
-    if raw in _OFF:
+    raw = SECOND_OPINION_FILL.text(env).lower()
+    if is_off(raw) and raw != "0":  # a number of seconds: 0 means at once
         return None
     if not raw:
         return QUIET_SECONDS

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from gbr import __version__
-from gbr.access import Found, LlmChoice, open_provider
-from gbr.access.local import found
+from gbr.access import Found, LlmChoice, engine, open_provider
+from gbr.access.requests import AskRequest, SearchRequest
 from gbr.actors.faults import FaultPlan
 from gbr.actors.indexer import IndexChanges, IndexEverything, start_indexer
 from gbr.actors.oracle import AskQuestion
 from gbr.actors.oracle import ask as ask_oracle
-from gbr.actors.pipeline import IndexOptions, run_index
+from gbr.actors.pipeline import run_index
 from gbr.actors.pykka_gaps import queued
 from gbr.actors.supervisor import ChildRef, RestartPolicy, Supervisor
 from gbr.core.answer.oracle import (
@@ -42,7 +42,6 @@ from gbr.core.embed.cache import CacheConfig
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import (
-    ConfigError,
     DaemonError,
     GbrError,
     IndexEmptyError,
@@ -51,17 +50,14 @@ from gbr.core.errors import (
 )
 from gbr.core.llm.base import Message
 from gbr.core.parse.changes import ChangeSet
-from gbr.core.rank.rerank import default_reranker_spec
-from gbr.core.rank.search import Filter, Mode, Ranking, Searcher
-from gbr.core.records import IndexSummary
+from gbr.core.rank.search import Filter, Ranking, Searcher
+from gbr.core.records import IndexSummary, Mode
 from gbr.core.sizes import DEFAULT_MAX_BYTES
-from gbr.core.store import vector_file
 from gbr.core.store.facade import Store, ThreadLocalStore, check_root, status_report
-from gbr.core.store.postings_memory import SERVING_BUDGET
 from gbr.core.telemetry import log
 from gbr.daemon.filler import Filler, quiet_seconds
 from gbr.daemon.metrics import Metrics
-from gbr.daemon.oracles import NO_LLM, OracleKey, Oracles, close_provider
+from gbr.daemon.oracles import Oracles, close_provider, settings_env
 from gbr.daemon.reporting import degraded, describe_metrics, printable
 from gbr.daemon.watcher import Watcher
 
@@ -77,6 +73,7 @@ class DaemonConfig:
     include_deps: bool = False
     max_bytes: int = DEFAULT_MAX_BYTES
     ignore: tuple[str, ...] = ()  # the package's `ignore` setting
+    follow_outside_links: bool = False
     faults: FaultPlan | None = None  # crash drills (GBR_FAULTS), never set in normal use
     embed_cache: CacheConfig | None = None  # None: off
     # The environment `serve` read at start-up: provider keys, the ranker and reranker
@@ -132,6 +129,7 @@ class Daemon:
         self.pipeline_dead_letters = 0
         self._cancel = threading.Event()
         self.oracles = Oracles(self.supervisor, config.env)
+        self._own_llm: dict[str, Any] | None = None
         self._waiting: set[Future[IndexSummary]] = set()
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
         self._answering_lock = threading.Lock()
@@ -152,15 +150,14 @@ class Daemon:
             base.close()
             raise
         self.store = ThreadLocalStore(base)
-        self.searcher = Searcher(
+        self.searcher = engine.open_searcher(
             self.store,
             self.model,
-            ranking=Ranking.default(self.config.env),
-            postings_budget=SERVING_BUDGET,
-            # Mapped when the file beside the index is good (a start with nothing changed:
-            # at 1M chunks, reading every vector took the first search 25 s and 12 GB);
-            # after a change, read from DuckDB rather than rewritten at every save.
-            vector_file=vector_file.file_for(self.config.db),
+            Ranking.default(self.config.env),
+            db=self.config.db,
+            serving=True,
+            # After a change, the vectors are read from DuckDB rather than their file
+            # rewritten at every save.
             write_vector_file=False,
         )
         self.indexer = start_indexer(
@@ -247,17 +244,12 @@ class Daemon:
 
     def _run(self, only: frozenset[str] | None, kind: str, seen_at: float | None) -> IndexSummary:
         """One pipeline run, on the Indexer's thread (so never two at once)."""
-        options = IndexOptions(
-            root=self.config.root,
-            db=self.config.db,
-            include_deps=self.config.include_deps,
-            max_bytes=self.config.max_bytes,
-            ignore=self.config.ignore,
+        options = engine.index_options(
+            self.config,
+            self.config.db,
             faults=self.config.faults,
-            embed_cache=self.config.embed_cache,
             only=only,
             cancel=self._cancel,
-            embed_after_write=True,
             publish=self._reload_early,
         )
         self.indexing = kind
@@ -358,9 +350,9 @@ class Daemon:
     def search(self, query: str, k: int, mode: Mode, where: Filter) -> Found:
         """The hits, and a hint when a filter excludes everything (`search --json`)."""
         assert self.store is not None
-        searcher = self._searcher()
+        request = SearchRequest(query, k, mode, where).check()
         try:
-            hits = searcher.search(query, k, mode, where)
+            return engine.search(self._searcher(), request)
         except IndexEmptyError:
             if not self.first_pass.is_set():
                 raise IndexEmptyError(
@@ -368,7 +360,6 @@ class Daemon:
                     "try again in a moment"
                 ) from None
             raise
-        return found(searcher, query, mode, hits, where)
 
     def plan_ask(
         self,
@@ -377,41 +368,60 @@ class Daemon:
         provider: str | None,
         model: str | None,
         history: Sequence[Message] = (),
+        client_env: Mapping[str, str] | None = None,
     ) -> AskPlan:
         """Resolve the provider and the Oracle first, so a bad name is a 400, not a stream.
 
         `history` goes to the Oracle as a local chat sends it, which fits it to the budget.
+        `client_env`: the asking client's provider variables, used instead of the daemon's
+        (gbr.daemon.oracles says why).
         """
-        if not question.strip():
-            raise ConfigError("the question is empty; ask something about the code")
-        missing: MissingKeyError | None = None
-        turns = tuple(history)
-        if not options.dry_run:
-            spec = default_reranker_spec(self.config.env) if options.rerank else None
-            try:
-                oracle = self._oracle((True, provider, model, spec))
-                return AskPlan(question, options, oracle, None, turns)
-            except MissingKeyError as exc:
-                missing = exc
-        return AskPlan(question, options, self._oracle(NO_LLM), missing, turns)
+        request = AskRequest(question, options, LlmChoice(provider, model), tuple(history))
+        request.check()
+        oracle, missing = self.oracles.get(request.llm, options, self._searcher(), client_env)
+        return AskPlan(question, options, oracle, missing, tuple(request.history))
 
-    def _oracle(self, key: OracleKey) -> ChildRef:
-        return self.oracles.get(key, self._searcher())
-
-    def check_llm(self, provider: str | None, model: str | None) -> dict[str, Any]:
-        """Which provider and model an /ask with these names would use; calls nothing.
-
-        The daemon holds the keys, so only it can say; a missing key is an answer here
+    def check_llm(
+        self,
+        provider: str | None,
+        model: str | None,
+        client_env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Which provider and model an /ask with these names (and `client_env`, the client's
+        provider variables) would use; calls nothing. A missing key is an answer here
         (`configured` false), an unknown provider name a ConfigError.
         """
         try:
-            llm = open_provider(LlmChoice(provider, model), self.config.env)
+            llm = open_provider(
+                LlmChoice(provider, model), settings_env(self.config.env, client_env)
+            )
         except MissingKeyError as exc:
             return {"provider": exc.provider, "model": None, "configured": False, "error": str(exc)}
         try:
             return {"provider": llm.name, "model": llm.model, "configured": True, "error": None}
         finally:
             close_provider(llm)
+
+    def own_llm(self) -> dict[str, Any]:
+        """The provider, model and base URL an ask that brings no settings is answered with
+        (never the key), for `status`; read once, as the daemon's environment is."""
+        if self._own_llm is None:
+            try:
+                llm = open_provider(LlmChoice(), self.config.env)
+            except GbrError as exc:
+                self._own_llm = {"provider": None, "model": None, "base_url": None}
+                self._own_llm["error"] = str(exc)
+                return self._own_llm
+            try:
+                from gbr.core.llm.http_provider import safe_url
+
+                url = getattr(getattr(llm, "settings", None), "base_url", None)
+                base_url = safe_url(url) if isinstance(url, str) else None  # no user info
+                self._own_llm = {"provider": llm.name, "model": llm.model, "base_url": base_url}
+                self._own_llm["error"] = None
+            finally:
+                close_provider(llm)
+        return self._own_llm
 
     def run_ask(
         self,
@@ -506,6 +516,7 @@ class Daemon:
                 "dead_letters": self.supervisor.dead_letters + self.pipeline_dead_letters,
                 "degraded": str(self.supervisor.given_up) if self.supervisor.given_up else None,
                 "last_batch": self.last_batch,
+                "llm": self.own_llm(),
             }
         )
         shown: dict[str, Any] = printable(report)

@@ -11,6 +11,7 @@ server.
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -38,12 +39,24 @@ from pydantic import Field, ValidationError
 from gbr import __version__
 from gbr.access import CodeIndex, Found, LlmChoice, LocalIndex, chosen
 from gbr.access.choose import StaleNote
+from gbr.access.requests import (
+    MAX_ASK_K,
+    MAX_BUDGET,
+    MAX_FILTER_CHARS,
+    MAX_KINDS,
+    MAX_MODEL_CHARS,
+    MAX_PROVIDER_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SEARCH_K,
+    MIN_BUDGET,
+)
+from gbr.core.answer.limits import answer_cap, answer_deadline
 from gbr.core.answer.oracle import AskOptions
 from gbr.core.answer.prompt import render_chunk
 from gbr.core.errors import GbrError, IndexEmptyError
 from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
-from gbr.core.rank.search import Filter, Mode
-from gbr.core.records import ChunkKind, Hit, Progress
+from gbr.core.rank.search import Filter
+from gbr.core.records import ChunkKind, Hit, Mode, Progress
 from gbr.core.store.facade import damaged
 from gbr.mcp.arguments import PlainErrorsServer
 from gbr.mcp.graph_tools import add_graph_tools
@@ -88,23 +101,25 @@ def build_server(
             str,
             Field(
                 min_length=1,
-                max_length=2000,
+                max_length=MAX_QUERY_CHARS,
                 description="Words (`parse an isbn`) or an identifier (`isbn.parse`).",
             ),
         ],
-        k: Annotated[int, Field(ge=1, le=50, description="How many hits.")] = 8,
+        k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description="How many hits.")] = 8,
         mode: Annotated[
             Mode,
             Field(description="hybrid fuses meaning (dense) and words (bm25)."),
         ] = "hybrid",
         path: Annotated[
-            str | None, Field(max_length=500, description="Only files under this prefix or glob.")
+            str | None,
+            Field(max_length=MAX_FILTER_CHARS, description="Only files under this prefix or glob."),
         ] = None,
         module: Annotated[
-            str | None, Field(max_length=500, description="Only this module and its submodules.")
+            str | None,
+            Field(max_length=MAX_FILTER_CHARS, description="Only this module and its submodules."),
         ] = None,
         kinds: Annotated[
-            list[ChunkKind], Field(max_length=6, description="Only these kinds.")
+            list[ChunkKind], Field(max_length=MAX_KINDS, description="Only these kinds.")
         ] = [],  # noqa: B006 - pydantic copies defaults
         tests: Annotated[TestPolicy, Field(description=TEST_POLICY_HELP)] = DEFAULT_TEST_POLICY,
     ) -> CallToolResult:
@@ -118,11 +133,14 @@ def build_server(
     @server.tool()
     def ask_codebase(
         question: Annotated[
-            str, Field(min_length=1, max_length=10_000, description="A question about the code.")
+            str,
+            Field(
+                min_length=1, max_length=MAX_QUERY_CHARS, description="A question about the code."
+            ),
         ],
-        k: Annotated[int, Field(ge=1, le=50, description="Most chunks to send.")] = 8,
+        k: Annotated[int, Field(ge=1, le=MAX_ASK_K, description="Most chunks to send.")] = 8,
         budget: Annotated[
-            int, Field(ge=200, le=200_000, description="Context budget, in tokens.")
+            int, Field(ge=MIN_BUDGET, le=MAX_BUDGET, description="Context budget, in tokens.")
         ] = 3000,
         rerank: Annotated[bool, Field(description="Fetch 30 candidates and rerank.")] = False,
         hyde: Annotated[
@@ -130,9 +148,11 @@ def build_server(
             Field(description="Also search with a hypothetical snippet (default: automatic)."),
         ] = None,
         provider: Annotated[
-            str | None, Field(max_length=100, description="groq, gemini or openai.")
+            str | None, Field(max_length=MAX_PROVIDER_CHARS, description="groq, gemini or openai.")
         ] = None,
-        model: Annotated[str | None, Field(max_length=200, description="The model.")] = None,
+        model: Annotated[
+            str | None, Field(max_length=MAX_MODEL_CHARS, description="The model.")
+        ] = None,
         dry_run: Annotated[
             bool, Field(description="Return the prompt that would be sent; call no LLM.")
         ] = False,
@@ -140,7 +160,14 @@ def build_server(
     ) -> CallToolResult:
         """Answer a question from the package's code with path:line citations (calls an LLM)."""
         options = AskOptions(
-            max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=tests
+            max_chunks=k,
+            budget=budget,
+            rerank=rerank,
+            hyde=hyde,
+            dry_run=dry_run,
+            tests=tests,
+            deadline=answer_deadline(os.environ),
+            max_answer_bytes=answer_cap(os.environ),
         )
         with index_for_call() as index:
             outcome = index.ask(question, options, LlmChoice(provider, model))
@@ -267,6 +294,7 @@ def _summary_text(data: dict[str, Any], via: str) -> str:
         f"{data['files_indexed']} files indexed, {data['files_unchanged']} unchanged, "
         f"{data['files_removed']} removed, {data['files_dropped']} dropped; "
         f"{data['chunks']} chunks written"
+        + (f", {data['chunks_in_index']} in the index" if data.get("chunks_in_index") else "")
     ]
     for item in data.get("dropped", []):
         lines.append(f"dropped {item['path']}: {item['reason']}")

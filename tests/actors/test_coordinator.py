@@ -28,7 +28,7 @@ def test_a_summary_handed_out_never_changes_afterwards(
     coordinator: tuple[pykka.ActorRef[CoordinatorActor], threading.Event],
 ) -> None:
     ref, finished = coordinator
-    ref.tell(FileDone("src/a.gleam", "indexed", chunks=3, embedded=2, cached=1))
+    ref.tell(FileDone("src/a.gleam", "indexed", chunks=3, cached=1))
     first = ref.ask(SummaryWanted(), timeout=30)
     problem = FileProblem("src/b.gleam", "syntax error", "parse_failed", line=1)
     ref.tell(FileDone("src/b.gleam", "dropped", problem=problem))

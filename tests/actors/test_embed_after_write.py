@@ -13,13 +13,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gbr.access.local import found
+from gbr.access.engine import found
+from gbr.access.requests import SearchRequest
 from gbr.actors.faults import FaultPlan, parse_faults
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import SupervisionError
-from gbr.core.parse.chunk_text import embed_text
-from gbr.core.rank.search import Filter, Searcher
+from gbr.core.parse.chunk_text import embed_text, search_text
+from gbr.core.rank.search import Searcher
 from gbr.core.records import Chunk, SourceFile
 from gbr.core.store.facade import Store, StoredChunk
 from gbr.core.store.indexing import prepare_chunks
@@ -31,9 +32,7 @@ PAGE = 16  # texts per embedder page in these runs
 def cut_short(root: Path, db: Path, model: OnnxEmbedder) -> tuple[int, int]:
     """Index with the embedder crashing on its 3rd and 4th page: (embedded, chunks) left."""
     faults = FaultPlan(crash_at={"embedder": {3, 4}})
-    options = IndexOptions(
-        root=root, db=db, embed_after_write=True, batch_chunks=PAGE, faults=faults, embed_cache=None
-    )
+    options = IndexOptions(root=root, db=db, batch_chunks=PAGE, faults=faults, embed_cache=None)
     with pytest.raises(SupervisionError, match="embedder crashed twice on EmbedMissing"):
         run_index(options, model)
     with Store.open(db, read_only=True) as store:
@@ -63,12 +62,10 @@ def test_a_run_cut_short_is_searchable_and_the_next_run_embeds_only_the_rest(
         # Dense search sees only the embedded chunks.
         dense_ids = {doc for doc, _ in searcher.dense(name, 1000)}
         assert len(dense_ids) == embedded
-        data = found(searcher, name, "hybrid", hybrid, Filter()).as_dict()
+        data = found(searcher, SearchRequest(name), hybrid).as_dict()
         assert data["embedded"] == {"chunks": embedded, "of": chunks}
 
-    again = run_index(
-        IndexOptions(root=small_example, db=db, embed_after_write=True, embed_cache=None), model
-    )
+    again = run_index(IndexOptions(root=small_example, db=db, embed_cache=None), model)
     assert (again.files_indexed, again.files_unchanged) == (0, 5)
     assert again.chunks_embedded == chunks - embedded  # exactly the missing ones
     assert again.seconds_searchable is not None and again.seconds_searchable <= again.seconds
@@ -84,33 +81,27 @@ def test_a_run_cut_short_is_searchable_and_the_next_run_embeds_only_the_rest(
     assert float(np.dot(np.asarray(row[14], dtype=np.float32), expected)) > 0.999
 
 
-def test_embedding_behind_the_write_stores_what_embedding_first_does(
+def test_the_vectors_filled_in_behind_the_write_are_the_models_own(
     small_example: Path, model: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    before = run_index(
-        IndexOptions(root=small_example, db=tmp_path / "a.duckdb", embed_cache=None), model
-    )
-    after = run_index(
-        IndexOptions(
-            root=small_example, db=tmp_path / "b.duckdb", embed_after_write=True, embed_cache=None
-        ),
-        model,
-    )
-    assert (after.files_indexed, after.chunks, after.chunks_embedded) == (
-        before.files_indexed,
-        before.chunks,
-        before.chunks,
-    )
-    assert before.seconds_searchable is not None  # the phase runs for every run
-    query = "SELECT path, name, part, search_text, embedding FROM chunks ORDER BY path, name, part"
-    with (
-        Store.open(tmp_path / "a.duckdb", read_only=True) as a,
-        Store.open(tmp_path / "b.duckdb", read_only=True) as b,
-    ):
-        rows_a, rows_b = a.con.execute(query).fetchall(), b.con.execute(query).fetchall()
-    assert [r[:4] for r in rows_a] == [r[:4] for r in rows_b]
-    for ra, rb in zip(rows_a, rows_b, strict=True):
-        assert np.allclose(ra[4], rb[4], atol=1e-5)
+    """Once every page is in, each chunk holds its search text and the model's vector for
+    its embed text, as embedding it on its own gives."""
+    db = tmp_path / "a.duckdb"
+    summary = run_index(IndexOptions(root=small_example, db=db, embed_cache=None), model)
+    assert (summary.files_indexed, summary.chunks_embedded) == (5, summary.chunks)
+    assert summary.seconds_searchable is not None  # the phase runs for every run
+    with Store.open(db, read_only=True) as store:
+        rows = store.con.execute(
+            "SELECT path, module, package, kind, name, signature, visibility, start_line, "
+            "end_line, part, parts, coalesce(doc, ''), text, coalesce(header, ''), "
+            "search_text, embedding FROM chunks ORDER BY path, name, part"
+        ).fetchall()
+    assert len(rows) == summary.chunks
+    chunks = [Chunk(*row[:14]) for row in rows]
+    expected = model.embed_batch([embed_text(c) for c in chunks])
+    for chunk, row, vector in zip(chunks, rows, expected, strict=True):
+        assert row[14] == search_text(chunk)
+        assert np.allclose(np.asarray(row[15], dtype=np.float32), vector, atol=1e-5)
 
 
 def test_a_staged_run_shows_its_chunks_to_readers_before_the_vectors(
@@ -132,9 +123,7 @@ def test_a_staged_run_shows_its_chunks_to_readers_before_the_vectors(
     reader.start()
     try:
         summary = run_index(
-            IndexOptions(
-                root=small_example, db=db, staged=True, embed_after_write=True, embed_cache=None
-            ),
+            IndexOptions(root=small_example, db=db, staged=True, embed_cache=None),
             model,
         )
     finally:
@@ -188,7 +177,6 @@ def test_an_embedder_restarted_mid_way_loses_no_vector(
         IndexOptions(
             root=small_example,
             db=db,
-            embed_after_write=True,
             batch_chunks=4,
             faults=faults,
             embed_cache=None,

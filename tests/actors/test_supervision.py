@@ -34,7 +34,9 @@ def clean_index(small_example: Path, model: OnnxEmbedder, tmp_path: Path) -> Cou
 def test_crashes_in_embedder_and_writer_lose_and_duplicate_nothing(
     small_example: Path, model: OnnxEmbedder, tmp_path: Path, clean_index: Counter
 ) -> None:
-    faults = FaultPlan(crash_at={"embedder": {2, 4}, "writer": {3, 6}})
+    # The writer's 3rd message is a file; its 12th comes after every file and ChunksIn
+    # (5 files, at most 3 redelivered), so it is a page of vectors.
+    faults = FaultPlan(crash_at={"embedder": {2, 4}, "writer": {3, 12}})
     db = tmp_path / "crashed.duckdb"
     with structlog.testing.capture_logs() as events:
         summary = run_index(
@@ -84,13 +86,16 @@ def test_a_child_that_always_crashes_fails_the_run_with_a_clear_error(
     options = IndexOptions(
         root=small_example,
         db=tmp_path / "x.duckdb",
-        faults=FaultPlan(always={"embedder"}),
+        # The parser has a message per file (the embedder one per page, which a second crash
+        # dead-letters before the policy is spent).
+        parsers=1,
+        faults=FaultPlan(always={"parser-0"}),
         policy=RestartPolicy(max_restarts=3, within_seconds=60),
         timeout=120,
     )
     with (
         structlog.testing.capture_logs() as events,
-        pytest.raises(SupervisionError, match="the embedder crashed 4 times") as info,
+        pytest.raises(SupervisionError, match="the parser-0 crashed 4 times") as info,
     ):
         run_index(options, model)
     assert "injected crash" in str(info.value)

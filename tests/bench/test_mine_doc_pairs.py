@@ -1,10 +1,10 @@
-"""bench/mine_doc_pairs.py: the pairs it writes for fine-tuning the embedder."""
+"""bench/experiments/mine_doc_pairs.py: the pairs it writes for fine-tuning the embedder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.mine_doc_pairs import main, mine
+from bench.experiments.mine_doc_pairs import main, mine
 from gbr.core.parse.chunker import ChunkLimits
 
 SOURCE = """//// The module's own doc is not a pair.

@@ -284,3 +284,27 @@ def test_provider_model_rerank_and_hyde_switches(package: Path, fake_llm: FakeLl
     assert len(systems) == 4
     assert "rank" in systems[0].lower() and "hypothetical" not in systems[0]
     assert systems[2].startswith("You write Gleam code")
+
+
+def test_the_sources_line_names_every_chunk_sent_by_the_number_open_takes(
+    package: Path, fake_llm: FakeLlm
+) -> None:
+    fake_llm.script("Nothing cited here.")
+    asked = chat(package, "/hyde off", ISBN_QUESTION, env=fake_llm.env("openai"))
+    assert asked.returncode == 0, asked.stderr
+    sent = fake_llm.requests[0].messages[-1][1]
+    headers = [int(n) for n in re.findall(r"^### \[(\d+)\] ", sent, re.M)]
+    [line] = [ln for ln in asked.stdout.splitlines() if ln.startswith("sources: ")]
+    shown = [int(n) for n in re.findall(r"\[(\d+)\] ", line)]
+    assert len(headers) == 8  # more than the five the line used to stop at
+    assert sorted(shown) == sorted(headers) and shown == sorted(shown)  # all, in rank order
+    fake_llm.script("Nothing cited here.")
+    opened = chat(
+        package,
+        "/hyde off",
+        ISBN_QUESTION,
+        *(f"/open {n}" for n in shown),
+        env=fake_llm.env("openai"),
+    )
+    assert opened.returncode == 0, opened.stderr
+    assert [int(n) for n in re.findall(r"^\[(\d+)\] .* · ", opened.stdout, re.M)] == shown

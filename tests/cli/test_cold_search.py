@@ -66,7 +66,7 @@ def package(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Pa
     have to build that file reads the vectors through Arrow, once."""
     root = copy_small(tmp_path_factory.mktemp("cold") / "small")
     db = default_db(root)
-    run_index(IndexOptions(root=root, db=db, staged=True, embed_after_write=True), model)
+    run_index(IndexOptions(root=root, db=db, staged=True), model)
     assert vector_file.file_for(db).is_file()
     return root
 

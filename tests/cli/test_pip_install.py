@@ -2,7 +2,8 @@
 
 The wheel is installed, with its declared dependencies, into a fresh venv (the packages come
 from the registry or pip's cache, as for any user), and that venv indexes and searches the
-example offline. This is the test of what a pip or pipx user gets.
+example offline. This is the test of what a pip or pipx user gets, on the Python that runs
+the tests and on the newest one gbr supports (3.13, when the machine has it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import os
 import shutil
 import subprocess
 import sys
-import venv
 from pathlib import Path
 
 import pytest
@@ -28,9 +28,39 @@ def run(*cmd: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bin folder of a fresh venv holding only the wheel and what it declares."""
+def newest_python() -> Path | None:
+    """The newest Python gbr supports (3.13), found by path: pyenv's (as on CI), else on
+    PATH; None when this machine has none."""
+    root = Path(os.environ.get("PYENV_ROOT") or Path("~/.pyenv").expanduser())
+    found = sorted(
+        root.glob("versions/3.13.*/bin/python3.13"),
+        key=lambda p: [int(x) for x in p.parent.parent.name.split(".") if x.isdigit()],
+    )
+    if found:
+        return found[-1]
+    on_path = shutil.which("python3.13")
+    return Path(on_path) if on_path else None
+
+
+NEWEST = newest_python()
+
+
+@pytest.fixture(
+    scope="module",
+    params=[
+        pytest.param(Path(sys.executable), id="this-python"),
+        pytest.param(
+            NEWEST,
+            id="python3.13",
+            marks=pytest.mark.skipif(NEWEST is None, reason="no Python 3.13 on this machine"),
+        ),
+    ],
+)
+def installed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The bin folder of a fresh venv of each Python, holding only the wheel and what it
+    declares: pip refuses a Python the package's requires-python leaves out, and the
+    dependencies need wheels for it."""
+    python: Path = request.param
     base = tmp_path_factory.mktemp("pip")
     src = base / "src"  # a copy, so the build leaves no build/ or egg-info in the checkout
     shutil.copytree(
@@ -41,7 +71,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", base / "dist", src)
     assert built.returncode == 0, built.stderr
     [wheel] = (base / "dist").glob("gbr-*.whl")
-    venv.create(base / "venv", with_pip=True)
+    made = run(python, "-m", "venv", base / "venv")
+    assert made.returncode == 0, made.stderr
     bin_dir = base / "venv" / "bin"
     done = run(
         bin_dir / "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", wheel
@@ -65,6 +96,14 @@ def test_the_wheel_carries_the_tokenizer_and_not_the_heavy_tokenizer_package(
     tokenizer, has_tok, has_onnx, heavy, torch = json.loads(result.stdout)
     assert has_tok and has_onnx and "site-packages/gbr/core/data/" in tokenizer
     assert not heavy and not torch
+
+
+def test_the_venv_runs_the_python_it_was_made_for(
+    installed: Path, request: pytest.FixtureRequest
+) -> None:
+    version = run(installed / "python", "-c", "import sys; print(sys.version_info[:2])")
+    wanted = "(3, 13)" if "python3.13" in request.node.callspec.id else None
+    assert version.returncode == 0 and (wanted is None or version.stdout.strip() == wanted)
 
 
 def test_a_pip_installed_gleambrctl_indexes_and_searches_the_example(

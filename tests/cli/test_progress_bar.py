@@ -16,11 +16,11 @@ def moment(**fields: float | int | None) -> Progress:
 
 
 def test_mid_file_the_text_counts_chunks_with_a_rate_and_an_eta() -> None:
-    # 1 of 10 files written; 4 files (200 chunks to embed) taken by the embedder, 80 done
-    # in 4 s: 20/s. Left: 120 queued + 6 files not yet taken x 50 per file = 420 -> 21 s.
-    p = moment(done=1, files_queued=4, files_indexed=1, chunks_queued=200, chunks_embedded=80)
-    assert progress_text(p) == "1/10 files, 80/200 chunks embedded, 20 chunks/s, ETA 0:21"
-    assert bar_position(p) == (80.0, 500.0)
+    # All 10 files written with 200 chunks left without a vector; 80 embedded in 4 s:
+    # 20/s. Left: 120 -> 6 s.
+    p = moment(done=10, files_indexed=10, chunks_queued=200, chunks_embedded=80)
+    assert progress_text(p) == "10/10 files, 80/200 chunks embedded, 20 chunks/s, ETA 0:06"
+    assert bar_position(p) == (80.0, 200.0)
 
 
 def test_before_the_walk_ends_and_with_nothing_to_embed_it_counts_files() -> None:
@@ -31,7 +31,7 @@ def test_before_the_walk_ends_and_with_nothing_to_embed_it_counts_files() -> Non
 
 
 def test_an_hour_long_eta_shows_hours() -> None:
-    p = moment(expected=1, elapsed=10.0, files_queued=1, chunks_queued=40_000, chunks_embedded=100)
+    p = moment(expected=1, elapsed=10.0, chunks_queued=40_000, chunks_embedded=100)
     assert progress_text(p).endswith("10 chunks/s, ETA 1:06:30")  # 39,900 left at 10/s
 
 
@@ -40,7 +40,7 @@ def test_the_bar_moves_while_one_file_is_embedded() -> None:
     with index_progress(console, enabled=True, transient=False) as update:
         assert update is not None
         for embedded in (0, 32, 64):
-            update(moment(expected=1, files_queued=1, chunks_queued=100, chunks_embedded=embedded))
+            update(moment(expected=1, chunks_queued=100, chunks_embedded=embedded))
     text = console.export_text()
     assert "indexing" in text
     assert "0/1 files, 64/100 chunks embedded, 16 chunks/s, ETA 0:02" in text

@@ -223,7 +223,7 @@ def test_sources_list_cited_chunks_first_in_rank_order_then_the_rest() -> None:
     line = sources_line(items)
     assert line == (
         "[5] src/a.gleam:30 (cited), [6] src/c.gleam:5 (cited), "
-        "[1] src/a.gleam:1, [2] src/e.gleam:1, [3] src/b.gleam:10"
+        "[1] src/a.gleam:1, [2] src/e.gleam:1, [3] src/b.gleam:10, [4] src/d.gleam:1"
     )
 
 

@@ -153,18 +153,15 @@ def test_an_older_graph_of_the_same_model_is_removed(tmp_path: Path) -> None:
 
 
 def test_the_command_line_keeps_graphs_in_gbr_home_unless_told_otherwise(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    from gbr.commands.common import onnx_graphs
-    from gbr.core.embed.onnx_graphs import GRAPHS_ENV
+    """What gbr.access.opening.load_model hands the embedder, for the environment given."""
+    from gbr.core.embed.onnx_graphs import GRAPHS_ENV, kept_folder
 
-    monkeypatch.setenv("GBR_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv(GRAPHS_ENV, raising=False)
-    assert onnx_graphs() == tmp_path / "home" / "onnx"
-    monkeypatch.setenv(GRAPHS_ENV, str(tmp_path / "elsewhere"))
-    assert onnx_graphs() == tmp_path / "elsewhere"
-    monkeypatch.setenv(GRAPHS_ENV, "off")
-    assert onnx_graphs() is None
+    home = {"GBR_HOME": str(tmp_path / "home")}
+    assert kept_folder(home) == tmp_path / "home" / "onnx"
+    assert kept_folder({**home, GRAPHS_ENV: str(tmp_path / "elsewhere")}) == tmp_path / "elsewhere"
+    assert kept_folder({**home, GRAPHS_ENV: "off"}) is None
 
 
 def test_a_damaged_tokenizer_read_beside_the_session_is_one_config_error(tmp_path: Path) -> None:

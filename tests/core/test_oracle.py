@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import structlog
 
-from gbr.core.answer.oracle import AskOptions, Oracle
+from gbr.core.answer.oracle import AskOptions, Notes, Oracle, kept_first, plain_kept
 from gbr.core.answer.prompt import (
     HYDE_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
@@ -24,6 +24,7 @@ from gbr.core.llm.base import Message, ProviderSettings
 from gbr.core.llm.openai_compat import OpenAICompatProvider
 from gbr.core.rank.rerank import LlmReranker
 from gbr.core.rank.search import Searcher
+from gbr.core.records import Hit
 from gbr.core.store.facade import Store
 from tests.conftest import Indexed
 from tests.fake_llm import FakeLlm, Reply
@@ -255,3 +256,52 @@ def test_a_cancel_before_the_stream_sends_nothing(searcher: Searcher, fake_llm: 
     )
     assert answer.cancelled and answer.chunks and answer.text == ""
     assert fake_llm.requests == []
+
+
+# Worded without the answer's name, so HyDE is asked (an identifier never is).
+OFF_TOPIC = "what does the catalogue return when a book is looked up"
+
+
+def test_a_poor_hyde_guess_cannot_push_the_plain_top_hit_out(
+    searcher: Searcher, fake_llm: FakeLlm
+) -> None:
+    """The guess is the code of the plain ranking's next hits, not its first: fused with it,
+    they outrank the first, and in a two-chunk prompt the first fell out (issue 30)."""
+    plain = Oracle(searcher, None).answer(OFF_TOPIC, AskOptions(max_chunks=2, dry_run=True))
+    first = min(plain.chunks, key=lambda c: c.hit.rank).hit
+    others = Oracle(searcher, None).retrieve(OFF_TOPIC, AskOptions(hyde=False), Notes())
+    guess = "\n".join([h.text for h in others if h.name != first.name][:3])
+    fake_llm.respond = lambda body: guess if is_hyde(body) else "answer"
+    oracle = Oracle(searcher, provider(fake_llm))
+    unkept = oracle.prepare(OFF_TOPIC, AskOptions(max_chunks=2, hyde_keeps=0))
+    assert unkept.hyde == "used"
+    assert first.name not in [c.hit.name for c in unkept.chunks]  # the guess took over
+    kept = oracle.prepare(OFF_TOPIC, AskOptions(max_chunks=2))  # keeps half: one
+    assert kept.hyde == "used"
+    assert first.name in [c.hit.name for c in kept.chunks]
+    assert min(kept.chunks, key=lambda c: c.hit.rank).hit.name == first.name
+    # The guess still adds: the second chunk is whatever the fused ranking puts next.
+    assert len(kept.chunks) == 2
+
+
+def test_kept_first_puts_the_kept_hits_ahead_once_each() -> None:
+    def hit(name: str, rank: int) -> Hit:
+        return Hit(rank, "src/a.gleam", "a", name, "function", rank, rank, 1.0, "", "", "")
+
+    kept = [hit("plain_one", 1), hit("plain_two", 2)]
+    fused = [hit("guessed", 1), hit("plain_two", 2), hit("other", 3)]
+    merged = kept_first(kept, fused, 3)
+    assert [(h.name, h.rank) for h in merged] == [
+        ("plain_one", 1),
+        ("plain_two", 2),
+        ("guessed", 3),
+    ]
+    assert kept_first([], fused, 2) == [fused[0], fused[1]]
+
+
+def test_hyde_keeps_half_the_chunks_unless_told() -> None:
+    assert plain_kept(AskOptions()) == 4
+    assert plain_kept(AskOptions(max_chunks=1)) == 1
+    assert plain_kept(AskOptions(max_chunks=5)) == 2
+    assert plain_kept(AskOptions(hyde_keeps=0)) == 0
+    assert plain_kept(AskOptions(hyde_keeps=6, max_chunks=2)) == 6

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from gbr.core.embed.embedder import OnnxEmbedder
-from gbr.core.rank.search import MODES, Filter, Searcher
+from gbr.core.rank.search import Filter, Searcher
+from gbr.core.records import MODES
 from gbr.core.store.facade import Store
 from tests.conftest import Indexed
 from tests.core.test_store import source, stored

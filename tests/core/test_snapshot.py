@@ -6,14 +6,17 @@ import fcntl
 import os
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from gbr.actors import stages
 from gbr.actors.pipeline import IndexOptions, _index_meta, run_index
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import IndexBusyError
-from gbr.core.parse.walker import WalkOptions
+from gbr.core.parse import walker
+from gbr.core.parse.walker import FoundFile, WalkBegun, WalkOptions
 from gbr.core.records import IndexSummary
 from gbr.core.store.facade import Store
 from gbr.core.store.snapshot import (
@@ -23,6 +26,7 @@ from gbr.core.store.snapshot import (
     lock_path,
     next_path,
     open_for_reading,
+    survey,
     unchanged_summary,
 )
 
@@ -116,3 +120,35 @@ def test_a_run_that_changes_nothing_is_seen_before_any_write(
     assert changed.files_indexed == 1 and db.stat().st_mtime_ns != stamp
     isbn.unlink()
     assert unchanged_summary(db, small_example, WalkOptions(), want) is None
+
+
+def test_a_run_with_a_change_walks_and_reads_each_file_once(
+    small_example: Path, tmp_path: Path, model: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The no-change check stops at the first change, and the run's walker goes on from
+    there with the files it hashed: no file is read twice, wherever the change is."""
+    db = tmp_path / "index.duckdb"
+    run_index(IndexOptions(root=small_example, db=db, staged=True), model)
+    paths = [item.path for item in walker.walk(small_example)]
+    last = small_example / paths[-1]  # the change the check meets last
+    last.write_text(last.read_text() + "\npub fn extra() { 1 }\n")
+    want = {
+        k: str(v)
+        for k, v in _index_meta(model, IndexOptions(small_example, db).embed_format).items()
+    }
+    begun = survey(db, small_example, WalkOptions(), want)
+    assert isinstance(begun, WalkBegun) and [h.path for h in begun.hashed] == paths[:-1]
+    assert begun.take() is not None and begun.take() is None  # a restarted walker walks afresh
+
+    reads: Counter[str] = Counter()
+    real = walker.read_file
+
+    def counted(found: FoundFile, max_bytes: int) -> object:
+        reads[found.path] += 1
+        return real(found, max_bytes)
+
+    monkeypatch.setattr(walker, "read_file", counted)
+    monkeypatch.setattr(stages, "read_file", counted)
+    changed = run_index(IndexOptions(root=small_example, db=db, staged=True), model)
+    assert (changed.files_indexed, changed.files_unchanged) == (1, len(paths) - 1)
+    assert reads == Counter(paths)

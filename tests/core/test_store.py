@@ -14,7 +14,7 @@ from gbr.core.errors import StoreError
 from gbr.core.parse.chunker import CHUNKER_VERSION, chunk_file, new_parser
 from gbr.core.records import ChunkRow, FileProblem, SearchFilter, SourceFile
 from gbr.core.store.facade import FileWrite, Store, StoredChunk
-from gbr.core.store.indexing import embed_chunks
+from gbr.core.store.indexing import embed_now
 
 V1 = """/// Add one to a number.
 pub fn increment(x: Int) -> Int {
@@ -48,7 +48,7 @@ def source(text: str, path: str = "src/calc.gleam") -> SourceFile:
 def stored(src: SourceFile, model: OnnxEmbedder) -> list[StoredChunk]:
     chunks = chunk_file(src, new_parser(), model.count_tokens)
     assert isinstance(chunks, list)
-    items, _ = embed_chunks(chunks, model, lambda keys: {})
+    items = embed_now(chunks, model)
     return items
 
 

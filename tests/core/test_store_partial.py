@@ -10,7 +10,7 @@ from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.parse.chunker import chunk_file, new_parser
 from gbr.core.records import FileProblem, PartialFile, SourceFile
 from gbr.core.store.facade import Store, StoredChunk, status_report
-from gbr.core.store.indexing import embed_chunks
+from gbr.core.store.indexing import embed_now
 from tests.core.test_store import V1, names, source
 from tests.core.test_store import store as store  # the fixture, shared
 
@@ -27,7 +27,7 @@ def parsed(src: SourceFile, model: OnnxEmbedder) -> tuple[list[StoredChunk], Fil
         (list(result.chunks), result.problem) if isinstance(result, PartialFile) else (result, None)
     )
     assert isinstance(chunks, list)
-    items, _ = embed_chunks(chunks, model, lambda keys: {})
+    items = embed_now(chunks, model)
     return items, problem
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embed.embedder import OnnxEmbedder
-from gbr.core.rank.search import MODES, Filter, Searcher
+from gbr.core.rank.search import Filter, Searcher
+from gbr.core.records import MODES
 from gbr.core.store import vector_file
 from gbr.core.store.facade import Store, ThreadLocalStore
 from tests.conftest import copy_small

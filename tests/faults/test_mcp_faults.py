@@ -121,7 +121,7 @@ def test_lines_that_are_not_json_rpc_get_the_json_rpc_error_and_the_session_goes
 
 
 def test_bad_arguments_are_one_plain_line(mcp: RawMcp) -> None:
-    result = mcp.call(3, "search_code", {"query": "", "k": 99})
+    result = mcp.call(3, "search_code", {"query": "", "k": 201})
     assert result["isError"]
     [block] = result["content"]
     message = block["text"]

@@ -73,6 +73,37 @@ UTIL = FileGraph(
     symbols=(fn("src/web/util.gleam", "web/util", "sign", 1),),
 )
 
+# web/form, shaped like gleam_time's RFC 3339 parser (issue 30): `parse` calls `parse_year`
+# and `parse_month`, which both call `digits`, each from its own line; `parse_month` also
+# calls `parse_year`, a definition already met one level up.
+FORM = FileGraph(
+    "src/web/form.gleam",
+    "web/form",
+    symbols=(
+        fn("src/web/form.gleam", "web/form", "parse", 1),
+        fn("src/web/form.gleam", "web/form", "parse_year", 6),
+        fn("src/web/form.gleam", "web/form", "parse_month", 10),
+        fn("src/web/form.gleam", "web/form", "digits", 15),
+    ),
+    references=(
+        call("src/web/form.gleam", 2, "web/form", "parse_year", "parse"),
+        call("src/web/form.gleam", 3, "web/form", "parse_month", "parse", "use"),
+        call("src/web/form.gleam", 7, "web/form", "digits", "parse_year"),
+        call("src/web/form.gleam", 11, "web/form", "digits", "parse_month"),
+        call("src/web/form.gleam", 12, "web/form", "digits", "parse_month"),
+        call("src/web/form.gleam", 13, "web/form", "parse_year", "parse_month"),
+    ),
+)
+# Each (line, caller, callee) of FORM's calls, read from the lines above by hand.
+FORM_EDGES = {
+    (2, "parse", "parse_year"),
+    (3, "parse", "parse_month"),
+    (7, "parse_year", "digits"),
+    (11, "parse_month", "digits"),
+    (12, "parse_month", "digits"),
+    (13, "parse_month", "parse_year"),
+}
+
 
 def sample_store(db: Path, model: OnnxEmbedder, root: Path | None = None) -> Store:
     """An index at `db` holding the three sample files' graphs (and no chunks)."""

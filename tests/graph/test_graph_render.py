@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
 from gbr.core.errors import ConfigError, GbrError
-from gbr.core.graph.render import find_dot, render, write_png
+from gbr.core.graph.render import find_dot, render, to_dot, write_png
 
 GRAPH = {
     "kind": "imports",
@@ -66,3 +69,43 @@ def test_png_with_graphviz_writes_a_picture(tmp_path: Path):
     out = tmp_path / "g.png"
     write_png(GRAPH, out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_every_label_fits_its_box_in_the_drawing(tmp_path: Path):
+    """The renderer's own SVG of the graph: each node's name, at the font's real width
+    (Courier advances 0.6 em a character), lies inside the box drawn around it."""
+    long_names = {
+        "kind": "callees",
+        "focus": "bookshelf/loan.calculate_fine",
+        "nodes": [
+            {"id": "bookshelf/loan.calculate_fine", "internal": True},
+            {"id": "gleam/int.max", "internal": False},
+            {"id": "bookshelf/config.daily_fine_cents_for_premium_members", "internal": True},
+        ],
+        "edges": [
+            {"source": "bookshelf/loan.calculate_fine", "target": "gleam/int.max"},
+            {
+                "source": "bookshelf/loan.calculate_fine",
+                "target": "bookshelf/config.daily_fine_cents_for_premium_members",
+            },
+        ],
+    }
+    dot = find_dot()
+    assert dot is not None
+    drawn = subprocess.run(
+        [dot, "-Tsvg"], input=to_dot(long_names), capture_output=True, text=True, timeout=60
+    )
+    assert drawn.returncode == 0, drawn.stderr
+    svg = "{http://www.w3.org/2000/svg}"
+    nodes = [
+        g for g in ElementTree.fromstring(drawn.stdout).iter(f"{svg}g") if g.get("class") == "node"
+    ]
+    assert len(nodes) == 3
+    for node in nodes:
+        box = node.find(f"{svg}polygon")
+        text = node.find(f"{svg}text")
+        assert box is not None and text is not None and text.text
+        xs = [float(x) for x in re.findall(r"(-?[\d.]+),-?[\d.]+", box.get("points", ""))]
+        centre, size = float(text.get("x", "0")), float(text.get("font-size", "0"))
+        half = 0.6 * size * len(text.text) / 2
+        assert min(xs) <= centre - half and centre + half <= max(xs), text.text

@@ -19,7 +19,16 @@ from gbr.core.graph.store import GraphReader
 from gbr.core.parse.chunker import CHUNKER_VERSION
 from gbr.core.records import FileProblem
 from gbr.core.store.facade import Store
-from tests.graph.sample import HANDLER, UTIL, call, fn, sample_store, source
+from tests.graph.sample import (
+    FORM,
+    FORM_EDGES,
+    HANDLER,
+    UTIL,
+    call,
+    fn,
+    sample_store,
+    source,
+)
 
 
 @pytest.fixture
@@ -110,6 +119,45 @@ def test_callers_and_callees_follow_depth(store):
         ("gleam/list", "map", 2, False),
         ("web/cookie", "sign", 2, True),
     ]
+
+
+def edges(entries: list[dict], way: str) -> set[tuple[int, str, str]]:
+    """(line, caller, callee) of every site listed, each labelled with its entry's `via`."""
+    out = set()
+    for entry in entries:
+        via = entry["via"].rpartition(".")[2]
+        pair = (entry["name"], via) if way == "callers" else (via, entry["name"])
+        out |= {(site["line"], *pair) for site in entry["sites"]}
+    return out
+
+
+def test_each_site_at_depth_two_is_labelled_with_its_own_caller(store):
+    """`digits` is called from `parse_year` and `parse_month`: at depth 2 each site names
+    its own caller (they were all shown as coming from the first, `parse_year`)."""
+    store.replace_file(source(FORM.path), [], graph=FORM)
+    reader = GraphReader(store)
+    down = reader.callees("form.parse", 2)["callees"]
+    assert edges(down, "callees") == FORM_EDGES - {(13, "parse_month", "parse_year")}
+    assert [(c["name"], c["depth"], c["via"]) for c in down] == [
+        ("parse_month", 1, "web/form.parse"),
+        ("parse_year", 1, "web/form.parse"),
+        ("digits", 2, "web/form.parse_year"),
+        ("digits", 2, "web/form.parse_month"),
+    ]
+    up = reader.callers("form.digits", 2)["callers"]
+    assert edges(up, "callers") == FORM_EDGES - {(13, "parse_month", "parse_year")}
+    assert [(c["name"], c["depth"], c["via"]) for c in up] == [
+        ("parse_month", 1, "web/form.digits"),
+        ("parse_year", 1, "web/form.digits"),
+        ("parse", 2, "web/form.parse_year"),
+        ("parse", 2, "web/form.parse_month"),
+    ]
+    # The call graph drawn around `parse_month`: one edge per pair, each the right way.
+    near = reader.neighbourhood("form.parse_month", 2)
+    pairs = {
+        (e["source"].rpartition(".")[2], e["target"].rpartition(".")[2]) for e in near["edges"]
+    }
+    assert pairs == {(a, b) for _, a, b in FORM_EDGES if "parse_month" in (a, b)}
 
 
 def test_a_changed_file_replaces_its_own_rows_only(store):

@@ -33,8 +33,8 @@ def call(tmp_path: Path, tool: str, arguments: dict[str, Any]) -> Any:
     [
         (
             "search_code",
-            {"query": "isbn", "k": 51},
-            "invalid arguments to search_code: k: should be less than or equal to 50 (got 51)",
+            {"query": "isbn", "k": 201},
+            "invalid arguments to search_code: k: should be less than or equal to 200 (got 201)",
         ),
         (
             "search_code",

@@ -20,6 +20,12 @@ from gbr.core.answer.context import (
     render_with_outlines,
     used_outlines,
 )
+from gbr.core.answer.limits import (
+    DEFAULT_DEADLINE,
+    DEFAULT_MAX_ANSWER,
+    cap_message,
+    deadline_message,
+)
 from gbr.core.answer.prompt import (
     HYDE_SYSTEM_PROMPT,
     SYSTEM_PROMPT,
@@ -37,7 +43,7 @@ from gbr.core.answer.prompt import (
     sources,
     user_prompt,
 )
-from gbr.core.errors import MissingKeyError, ProviderError
+from gbr.core.errors import AnswerLimitError, MissingKeyError, ProviderError
 from gbr.core.graph.model import Definition
 from gbr.core.graph.store import GraphReader
 from gbr.core.llm.base import LlmProvider, Message
@@ -62,12 +68,17 @@ class AskOptions:
     # follow-up rewrite: no LLM call is made before the answer.
     hyde: bool | None = None
     hyde_timeout: float = 2.0
+    # How many of the plain question's best hits stay first whatever HyDE's guess brings;
+    # None: half of max_chunks, at least one (bench/hyde_context.py, issue 30).
+    hyde_keeps: int | None = None
     dry_run: bool = False
     max_answer_tokens: int = 1024
     history_share: float = 0.5  # of the budget, at most, for earlier turns of a conversation
     tests: TestPolicy = DEFAULT_TEST_POLICY  # test and example code: include, demote, exclude
     # Outlines of what the chosen chunks call or use, in the budget they leave (graph/context).
     graph_context: bool = True
+    deadline: float = DEFAULT_DEADLINE  # seconds for the whole answer (gbr.core.answer.limits)
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER  # of answer text; the stream is stopped past it
 
 
 @dataclass
@@ -238,15 +249,21 @@ class Oracle:
             )
             retrieval = replace(retrieval, fused=fused)
         notes.timings["retrieve"] = time.perf_counter() - started
-        if hyde is not None:
-            fused = self._fuse_hyde(hyde, retrieval.fused, started, options, notes, depth, where)
-            retrieval = replace(retrieval, fused=fused)
         # A rewritten follow-up is one question the second model can read; a follow-up
         # joined to its turn is two, and the conversation's fused ranking decides alone.
         second_query = None if followup is None else notes.retrieval_query
         if second_query == followup:
             second_query = ""
+        # Ranked while the guess is on its way; the answer's hits when it never comes.
         hits = self.searcher.finish(question, retrieval, wanted, where, second_query=second_query)
+        if hyde is not None:
+            fused = self._fuse_hyde(hyde, retrieval.fused, started, options, notes, depth, where)
+            if fused is not retrieval.fused:
+                guessed = replace(retrieval, fused=fused)
+                with_guess = self.searcher.finish(
+                    question, guessed, wanted, where, second_query=second_query
+                )
+                hits = kept_first(hits[: plain_kept(options)], with_guess, wanted)
         if use_reranker and self.reranker is not None:
             t = time.perf_counter()
             hits = self.reranker.rerank(question, hits)
@@ -414,13 +431,15 @@ class Oracle:
         cancelled = False
         error: str | None = None
         ask_started = time.perf_counter()
+        until = time.monotonic() + options.deadline
+        size = 0
         stream = None
         try:
             if cancel is not None and cancel.is_set():
                 cancelled = True
             else:
                 stream = self.provider.stream(
-                    prepared.messages, max_tokens=options.max_answer_tokens
+                    prepared.messages, max_tokens=options.max_answer_tokens, until=until
                 )
             for delta in stream or ():
                 if cancel is not None and cancel.is_set():
@@ -431,6 +450,16 @@ class Oracle:
                 parts.append(delta)
                 if on_token is not None:
                     on_token(delta)
+                size += len(delta.encode("utf-8", "replace"))
+                if size > options.max_answer_bytes:
+                    raise AnswerLimitError(cap_message(options.max_answer_bytes))
+                if time.monotonic() >= until:
+                    raise AnswerLimitError(deadline_message(options.deadline))
+        except AnswerLimitError:  # here, or the provider's own stop at the deadline
+            over = size > options.max_answer_bytes
+            error = cap_message(options.max_answer_bytes) if over else None
+            error = error or deadline_message(options.deadline)
+            log().warning("ask_stopped", provider=self.provider.name, bytes=size, reason=error)
         except ProviderError as exc:
             error = str(exc)
             log().warning("ask_failed", provider=self.provider.name, error=type(exc).__name__)
@@ -444,6 +473,24 @@ class Oracle:
         citations = check_citations(text, prepared.chunks, outlined)
         timings["total"] = time.perf_counter() - started
         return replace(prepared, text=text, citations=citations, error=error, cancelled=cancelled)
+
+
+def plain_kept(options: AskOptions) -> int:
+    """How many of the plain question's best hits stay first when HyDE's guess is used."""
+    if options.hyde_keeps is not None:
+        return max(0, options.hyde_keeps)
+    return max(1, options.max_chunks // 2)
+
+
+def kept_first(kept: Sequence[Hit], hits: Sequence[Hit], k: int) -> list[Hit]:
+    """`kept` ahead of `hits`, each node once, renumbered; k at most.
+
+    Why: an off-topic HyDE guess fills the fused list with its own neighbours, and the
+    plain question's best hit fell out of the prompt (issue 30); the guess may add recall
+    but never take away what the question alone found first."""
+    first = {(h.path, h.kind, h.name) for h in kept}
+    merged = [*kept, *(h for h in hits if (h.path, h.kind, h.name) not in first)]
+    return [replace(hit, rank=n) for n, hit in enumerate(merged[:k], start=1)]
 
 
 def _strip_fences(text: str) -> str:

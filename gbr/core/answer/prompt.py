@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,8 +164,33 @@ def fit_history(history: Sequence[Message], budget: int) -> list[Message]:
     return [m for turn in reversed(kept) for m in turn]
 
 
-# path:line or path:start-end, where path ends in .gleam
-_CITATION = re.compile(r"([\w./-]+\.gleam):(\d+)(?:-(\d+))?")
+# path:line or path:start-end, where path ends in .gleam. One regex for the whole
+# (`([\w./-]+\.gleam):(\d+)…`) retries every start inside a long run of word characters
+# and is quadratic on it: a base64 blob in an answer froze `ask` for minutes. The scan
+# below takes each maximal run of path characters once, so it is linear, and finds the
+# same citations.
+_PATH_RUN = re.compile(r"[\w./-]+")
+_LINES_AFTER = re.compile(r":(\d+)(?:-(\d+))?")
+_GLEAM = ".gleam"
+
+
+def scan_citations(answer: str) -> Iterator[tuple[str, int, int]]:
+    """(path, first, last) of every `path.gleam:line[-end]` in `answer`, in order."""
+    if _GLEAM + ":" not in answer:
+        return
+    taken = 0  # where the last citation ended: its line digits open the next run
+    for run in _PATH_RUN.finditer(answer):
+        end = run.end()
+        start = max(run.start(), taken)
+        if end - start <= len(_GLEAM) or not answer.endswith(_GLEAM, start, end):
+            continue
+        lines = _LINES_AFTER.match(answer, end)
+        if lines is None:
+            continue
+        first = int(lines.group(1))
+        last = int(lines.group(2)) if lines.group(2) else first
+        taken = lines.end()
+        yield answer[start:end], first, last
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +227,7 @@ def check_citations(
         spans.setdefault(path, []).append((first, last))
     out: list[Citation] = []
     seen: set[tuple[str, int, int]] = set()
-    for match in _CITATION.finditer(answer):
-        path, first = match.group(1), int(match.group(2))
-        last = int(match.group(3)) if match.group(3) else first
+    for path, first, last in scan_citations(answer):
         key = (path, first, last)
         if key in seen:
             continue
@@ -216,8 +239,6 @@ def check_citations(
 
 # `[2]`: the header number of a sent chunk, which models often cite instead of path:line.
 _HEADER_REF = re.compile(r"(?<![\w\]])\[(\d+)\]")
-
-SOURCES_SHOWN = 5  # uncited chunks listed after the cited ones, at most, in the sources line
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,12 +275,12 @@ def sources(
 
 
 def sources_line(items: Sequence[Source]) -> str:
-    """`[3] src/a.gleam:40 (cited), [1] src/b.gleam:2, …`: every cited chunk, then a few more."""
-    cited = [s for s in items if s.cited]
-    rest = [s for s in items if not s.cited][: max(0, SOURCES_SHOWN - len(cited))]
+    """`[3] src/a.gleam:40 (cited), [1] src/b.gleam:2, [2] …`: every chunk sent, cited ones
+    first, each under the number of its `### [n]` header, which `/open n` takes. A shorter
+    line left chunks the answer may lean on unnamed, and `/open` took numbers it never showed."""
     return ", ".join(
         f"[{s.hit.rank}] {s.hit.path}:{s.hit.start_line}" + (" (cited)" if s.cited else "")
-        for s in [*cited, *rest]
+        for s in items
     )
 
 

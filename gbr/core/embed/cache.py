@@ -29,13 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from gbr.core.environ import EMBED_CACHE, EMBED_CACHE_SIZE
 from gbr.core.errors import ConfigError
 from gbr.core.paths import cache_home
 from gbr.core.telemetry import Warn, log, warning_line
 
 CACHE_FILE = "embed-cache.sqlite"
-SWITCH_ENV = "GBR_EMBED_CACHE"  # off, false, no or 0 turns the cache off
-SIZE_ENV = "GBR_EMBED_CACHE_SIZE"  # a size like 512MB
+SWITCH_ENV = EMBED_CACHE.name  # off (gbr.core.environ.OFF_WORDS) turns the cache off
+SIZE_ENV = EMBED_CACHE_SIZE.name  # a size like 512MB
 DEFAULT_MAX_BYTES = 512_000_000
 # SQLite bytes per cached vector beyond the vector itself: the 32-byte key twice (row and
 # unique index), the `used` index, cell headers and page slack (measured: 2.13-2.19 KB a row at
@@ -45,7 +46,6 @@ BUSY_TIMEOUT = 10.0  # seconds a writer waits for the other process's turn befor
 TOUCH_AFTER = 600  # seconds; a hit refreshes `used` no more often, so lookups rarely write
 EVICT_TO = 0.9  # past the cap, the oldest go until this share of it is left
 _IN_CHUNK = 500  # keys per `IN (...)`: well under SQLite's variable limit
-_OFF = ("off", "false", "no", "0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +58,9 @@ def cache_config(env: Mapping[str, str]) -> CacheConfig | None:
     """The cache the environment asks for, or None when GBR_EMBED_CACHE turns it off (or
     `env` names no home to keep it in)."""
     home = cache_home(env)
-    if home is None or env.get(SWITCH_ENV, "").strip().lower() in _OFF:
+    if home is None or EMBED_CACHE.off(env):
         return None
-    size_text = env.get(SIZE_ENV, "").strip()
+    size_text = EMBED_CACHE_SIZE.text(env)
     max_bytes = DEFAULT_MAX_BYTES
     if size_text:
         from gbr.core.sizes import parse_size

@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gbr.core.environ import DEVICE
 from gbr.core.errors import ConfigError
 from gbr.core.settings import DEVICES
 
-DEVICE_ENV = "GBR_DEVICE"
+DEVICE_ENV = DEVICE.name
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
 # (padded tokens per ONNX run, texts per run). CPU: small runs are faster and keep the

@@ -9,7 +9,7 @@ MatMulIntegerToFloat over the stored int8 weights and scales, the form onnxrunti
 quantisation makes (figures: README, "The default model runs in int8").
 
 Each input is quantised with a fixed range (`RANGES_FILE`, calibrated by
-bench/calibrate_int8.py on what the model reads in use), not with the range of the batch
+bench/experiments/calibrate_int8.py on what the model reads in use), not with the range of the batch
 at hand as DynamicQuantizeLinear does: with the batch's range, a text's vector moved with
 the texts batched beside it (cosine 0.979 at worst to the same text alone), so the same
 chunk got another vector when indexed in another company. With fixed ranges a text's
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     Ranges = Mapping[str, tuple[float, float]]
 
 MS_DOMAIN = "com.microsoft"
-# Made by bench/calibrate_int8.py for the default model.
+# Made by bench/experiments/calibrate_int8.py for the default model.
 RANGES_FILE = DATA_DIR / "minilm-int8-ranges.json"
 
 

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from gbr.core.environ import NO_ENV
+from gbr.core.environ import MODEL_DIR, MODEL_ONNX, NO_ENV, TOKENIZER
 from gbr.core.errors import ConfigError
 from gbr.core.paths import DATA_DIR
 
 # "-i8mm": the file's int8 weights are multiplied in int8 (gbr.core.embed.int8_matmul), which moves
 # the vectors a little, so indexes made before that are re-embedded once. A new calibration
-# of its ranges (bench/calibrate_int8.py) needs a new id too.
+# of its ranges (bench/experiments/calibrate_int8.py) needs a new id too.
 DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-i8mm"
 # Every id the default model has had starts so (`status` names an index of an older one).
 DEFAULT_FAMILY = "all-MiniLM-L6-v2-onnx-int8"
@@ -90,9 +90,9 @@ def resolve_model_files(
 ) -> ModelFiles:
     """Explicit paths win, then GBR_MODEL_DIR / GBR_MODEL_ONNX / GBR_TOKENIZER in `env`, then
     the default."""
-    model_dir = model_dir or env.get("GBR_MODEL_DIR")
-    onnx = onnx or env.get("GBR_MODEL_ONNX")
-    tokenizer = tokenizer or env.get("GBR_TOKENIZER")
+    model_dir = model_dir or env.get(MODEL_DIR.name)
+    onnx = onnx or env.get(MODEL_ONNX.name)
+    tokenizer = tokenizer or env.get(TOKENIZER.name)
     if model_dir:
         onnx = onnx or Path(model_dir) / "model.onnx"
         tokenizer = tokenizer or Path(model_dir) / "tokenizer.json"

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gbr.core.environ import ONNX_GRAPHS
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
@@ -45,18 +46,17 @@ GRAPH = "graph.onnx"
 DATA = "graph.onnx.data"  # named inside GRAPH, relative to its folder
 # A temporary folder older than this was left by a process that died while saving.
 STALE_SECONDS = 3600
-GRAPHS_ENV = "GBR_ONNX_GRAPHS"
+GRAPHS_ENV = ONNX_GRAPHS.name
 
 
 def kept_folder(env: Mapping[str, str]) -> Path | None:
     """Where optimised graphs are kept: GBR_ONNX_GRAPHS, else `$GBR_HOME/onnx` (None: off)."""
     from gbr.core.paths import cache_home
 
-    setting = env.get(GRAPHS_ENV, "").strip()
-    if setting.lower() in ("off", "none", "0", "false", "no"):
+    if ONNX_GRAPHS.off(env):
         return None
-    if setting:
-        return Path(setting).expanduser()
+    if (setting := ONNX_GRAPHS.path(env)) is not None:
+        return setting
     home = cache_home(env)
     return None if home is None else home / "onnx"
 

@@ -42,11 +42,19 @@ def _dot_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# Courier, not the generic "monospace": a renderer sizes each box from its own table of
+# font metrics, and graphviz-pure (the pip route) has none for "monospace", so it sized the
+# boxes for Times and drew the names in a wider fixed-pitch font, spilling out of them.
+# Every renderer knows Courier's (0.6 em a character), and Graphviz maps it to the
+# system's fixed-pitch font.
+LABEL_FONT = "Courier"
+
+
 def to_dot(graph: dict[str, Any]) -> str:
     lines = [
         f"digraph {_dot_quote(graph['kind'])} {{",
         "  rankdir=LR;",
-        '  node [shape=box, fontname="monospace"];',
+        f"  node [shape=box, fontname={_dot_quote(LABEL_FONT)}];",
     ]
     for node in graph["nodes"]:
         style = [] if node["internal"] else ["dashed"]

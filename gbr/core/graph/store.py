@@ -311,14 +311,17 @@ class GraphReader:
                     f"{_pairs('module_from', 'source_name', frontier)} "
                     "ORDER BY module, name, path, line, col"
                 )
-            groups: dict[tuple[str, str], dict[str, Any]] = {}
+            # One entry per edge, (module, name, via): a definition reached from two
+            # definitions of the level before is listed under each, with its own sites
+            # (issue 30: keyed by the node alone, every site took the first one's label).
+            groups: dict[tuple[str, str, str], dict[str, Any]] = {}
             for row in self._rows(sql):
-                key = (row["module"], row["name"])
                 via = (
                     f"{row['target_module']}.{row['target_name']}"
                     if way == "callers"
                     else f"{row['from_module']}.{row['from_name']}"
                 )
+                key = (row["module"], row["name"], via)
                 entry = groups.setdefault(
                     key,
                     {"module": key[0], "name": key[1], "depth": level, "via": via, "sites": []},
@@ -332,16 +335,18 @@ class GraphReader:
                     }
                 )
             frontier = []
-            internal = self._internal([Target(m, n, False) for m, n in groups])
-            for (module, name), entry in groups.items():
+            internal = self._internal([Target(m, n, False) for m, n, _ in groups])
+            reached: set[str] = set()
+            for (module, name, _), entry in groups.items():
                 qualified = f"{module}.{name}"
                 entry["internal"] = (module, name) in internal
-                if qualified in seen:
+                if qualified in seen:  # listed at an earlier level, or the name asked about
                     continue
-                seen.add(qualified)
                 found.append(entry)
-                if name:  # module-level code has no callers of its own
+                if name and qualified not in reached:  # module-level code has no callers
                     frontier.append(Target(module, name, entry["internal"]))
+                reached.add(qualified)
+            seen |= reached
         return {
             "name": text,
             "target": target.as_dict(),

@@ -40,9 +40,15 @@ class LlmProvider(Protocol):
     model: str
 
     def stream(
-        self, messages: Sequence[Message], *, max_tokens: int = 1024, temperature: float = 0.2
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.2,
+        until: float | None = None,
     ) -> Iterator[str]:
-        """Yield the answer's text deltas as they arrive."""
+        """Yield the answer's text deltas as they arrive; past `until` (time.monotonic),
+        stop with AnswerLimitError, however the server trickles."""
         ...
 
     def complete(

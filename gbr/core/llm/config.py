@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gbr.core.environ import gbr_home
 from gbr.core.errors import ConfigError
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -32,16 +33,8 @@ def config_path(env: Mapping[str, str]) -> Path | None:
     """`$GBR_HOME/config.toml`, else `$XDG_CONFIG_HOME/gbr/config.toml`, else
     `$HOME/.config/gbr/config.toml`, all looked up in `env` only; None when `env` names no
     home at all, so a caller that passes a bare mapping never reads the user's real file."""
-    home = env.get("GBR_HOME")
-    if home:
-        return Path(home).expanduser() / "config.toml"
-    xdg = env.get("XDG_CONFIG_HOME")
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "gbr" / "config.toml"
-    user = env.get("HOME")
-    if user:
-        return Path(user) / ".config" / "gbr" / "config.toml"
-    return None
+    home = gbr_home(env, "config")
+    return None if home is None else home / "config.toml"
 
 
 def read_config(env: Mapping[str, str]) -> dict[str, Any]:

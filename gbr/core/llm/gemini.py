@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
+from gbr.core.environ import GEMINI_BASE_URL, GEMINI_MODEL
 from gbr.core.llm.base import Message
 from gbr.core.llm.http_provider import Delta, HttpProvider
 
@@ -36,8 +37,8 @@ class GeminiProvider(HttpProvider):
     """
 
     key_env = "GEMINI_API_KEY"
-    base_url_env = "GBR_GEMINI_BASE_URL"
-    model_env = "GBR_GEMINI_MODEL"
+    base_url_env = GEMINI_BASE_URL.name
+    model_env = GEMINI_MODEL.name
     default_base_url = "https://generativelanguage.googleapis.com"
     default_model = "gemini-2.0-flash"
     key_required = True

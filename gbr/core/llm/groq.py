@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from gbr.core.environ import GROQ_BASE_URL, GROQ_MODEL
 from gbr.core.llm.openai_compat import OpenAICompatProvider
 
 
 class GroqProvider(OpenAICompatProvider):
     key_env = "GROQ_API_KEY"
-    base_url_env = "GBR_GROQ_BASE_URL"
-    model_env = "GBR_GROQ_MODEL"
+    base_url_env = GROQ_BASE_URL.name
+    model_env = GROQ_MODEL.name
     default_base_url = "https://api.groq.com/openai/v1"
     default_model = "llama-3.3-70b-versatile"
     key_required = True

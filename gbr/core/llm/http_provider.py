@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from gbr import __version__
 from gbr.core.errors import (
+    AnswerLimitError,
     ConfigError,
     ProviderAuthError,
     ProviderError,
@@ -112,16 +114,23 @@ class HttpProvider:
     # -- the public API ---------------------------------------------------------------------
 
     def stream(
-        self, messages: Sequence[Message], *, max_tokens: int = 1024, temperature: float = 0.2
+        self,
+        messages: Sequence[Message],
+        *,
+        max_tokens: int = 1024,
+        temperature: float = 0.2,
+        until: float | None = None,
     ) -> Iterator[str]:
         """Yield the answer's text deltas as they arrive.
 
         Failures before the first delta are retried; after it they are raised as they come,
-        since a retry would repeat text the caller has already shown.
+        since a retry would repeat text the caller has already shown. Past `until`
+        (time.monotonic) the stream stops with AnswerLimitError: no read waits beyond it,
+        and keep-alive comments or empty events do not stretch it.
         """
         # Built now, not on first iteration, so bad messages fail where the call is made.
         body = self._body(messages, max_tokens, temperature)
-        return self._stream(body)
+        return self._stream(body, until)
 
     def complete(
         self, messages: Sequence[Message], *, max_tokens: int = 1024, temperature: float = 0.2
@@ -146,15 +155,15 @@ class HttpProvider:
 
     # -- streaming ----------------------------------------------------------------------------
 
-    def _stream(self, body: dict[str, Any]) -> Iterator[str]:
-        with self._open(body) as response:
+    def _stream(self, body: dict[str, Any], until: float | None = None) -> Iterator[str]:
+        with self._open(body, until) as response:
             if response.headers.get("content-type", "").startswith("application/json"):
                 # A server that ignored `stream: true`, or a proxy's error page with a 200.
                 self._json(response.read().decode("utf-8", "replace"))
                 raise self._unexpected("one JSON body instead of an event stream")
             finished = shown = False
             try:
-                for event in iter_sse(response.iter_text()):
+                for event in iter_sse(_before(response.iter_text(), until, self._past)):
                     if event.is_done:
                         finished = True
                         break
@@ -167,6 +176,8 @@ class HttpProvider:
                     finished = finished or delta.finished
             except httpx.TimeoutException as exc:
                 if not finished:
+                    if _passed(until):
+                        raise self._past() from exc
                     raise self._error(
                         ProviderTimeoutError, self._timeout_message(response)
                     ) from exc
@@ -177,14 +188,19 @@ class HttpProvider:
             raise self._error(ProviderResponseError, self._cut_message())
 
     @contextmanager
-    def _open(self, body: dict[str, Any]) -> Iterator[httpx.Response]:
-        """Send the request, retrying 429, 5xx and connect failures within the deadline."""
+    def _open(self, body: dict[str, Any], until: float | None = None) -> Iterator[httpx.Response]:
+        """Send the request, retrying 429, 5xx and connect failures within the deadline;
+        no wait, read or retry goes past `until` (the answer's own deadline)."""
         settings, backoff = self.settings, self._backoff
         start = backoff.clock()
         attempt = 0
         while True:
             attempt += 1
             remaining = settings.deadline - (backoff.clock() - start)
+            if until is not None:
+                remaining = min(remaining, until - time.monotonic())
+                if remaining <= 0:
+                    raise self._past()
             timeout = max(0.001, min(settings.timeout, remaining))
             status: int | None = None
             retry_after: str | None = None
@@ -199,6 +215,8 @@ class HttpProvider:
             except httpx.ConnectTimeout as exc:
                 failure = exc
             except httpx.TimeoutException as exc:
+                if _passed(until):
+                    raise self._past() from exc
                 # The server took the request and went quiet: trying again would double the wait.
                 raise self._error(
                     ProviderTimeoutError, self._timeout_message(None, timeout)
@@ -222,6 +240,8 @@ class HttpProvider:
             delay = backoff.delay(attempt, retry_after)
             if attempt > settings.max_retries or elapsed + delay >= settings.deadline:
                 raise self._exhausted(status, failure, attempt, elapsed, delay) from failure
+            if until is not None and time.monotonic() + delay >= until:
+                raise self._past() from failure
             log().warning(
                 "llm_retry",
                 provider=self.name,
@@ -377,6 +397,9 @@ class HttpProvider:
             f"`timeout` under [{self.name}] in the gbr config.toml)"
         )
 
+    def _past(self) -> AnswerLimitError:
+        return self._error(AnswerLimitError, f"{self.name} was still answering at the deadline")
+
     def _refusal(self, reason: str, *, partial: bool) -> ProviderResponseError:
         if partial:
             message = (
@@ -394,6 +417,21 @@ class HttpProvider:
             f"{self.name} stopped streaming before the answer was complete; the text so far is "
             f"partial, ask again"
         )
+
+
+def _passed(until: float | None) -> bool:
+    return until is not None and time.monotonic() >= until
+
+
+def _before(
+    pieces: Iterator[str], until: float | None, past: Callable[[], Exception]
+) -> Iterator[str]:
+    """The stream's text as received, ended by `past()` once `until` has passed: checked on
+    every piece, keep-alive comments included, so a trickle cannot stretch the answer."""
+    for piece in pieces:
+        if _passed(until):
+            raise past()
+        yield piece
 
 
 def _detail_of(payload: Any) -> str:

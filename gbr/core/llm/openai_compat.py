@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from gbr.core.environ import OPENAI_API_KEY, OPENAI_BASE_URL, OPENAI_MODEL
 from gbr.core.llm.base import Message
 from gbr.core.llm.http_provider import Delta, HttpProvider
 
@@ -16,9 +17,9 @@ class OpenAICompatProvider(HttpProvider):
     llama.cpp builds close the stream without `[DONE]`); a stream ending before either was cut.
     """
 
-    key_env = "GBR_OPENAI_API_KEY"
-    base_url_env = "GBR_OPENAI_BASE_URL"
-    model_env = "GBR_OPENAI_MODEL"
+    key_env = OPENAI_API_KEY.name
+    base_url_env = OPENAI_BASE_URL.name
+    model_env = OPENAI_MODEL.name
     default_base_url = "http://127.0.0.1:11434/v1"  # Ollama
     default_model = "llama3.2"  # Ollama's default pull; llama.cpp ignores the name
     key_required = False  # local servers need none

@@ -14,6 +14,7 @@ no copy and no tokenizer call on megabytes of text.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from tree_sitter import Parser, Tree
@@ -58,6 +59,20 @@ def windows(lines: Sequence[str], first: int, last: int, cap: int = MAX_CHUNK_CH
 
 
 PARSE_SLICE = 1 << 16  # bytes handed to tree-sitter per read
+_STOPPING = threading.Event()
+
+
+class ParseStopped(Exception):
+    """A parse ended early because the process is being interrupted (`stop_parsing`)."""
+
+
+def stop_parsing() -> None:
+    """End every big parse in this process at its next slice, with ParseStopped.
+
+    An interrupted run must keep what it finished within a few seconds, and its writer
+    gets the GIL only between the slices of a parse: one slice at a time, writing thirty
+    small files behind a 10 MB parse took longer than the grace allows."""
+    _STOPPING.set()
 
 
 def parse_yielding(parser: Parser, content: bytes) -> Tree:
@@ -72,9 +87,16 @@ def parse_yielding(parser: Parser, content: bytes) -> Tree:
         return parser.parse(content)
 
     def read(offset: int, _point: object) -> bytes:
+        if _STOPPING.is_set():
+            raise ParseStopped
         end = min(offset + PARSE_SLICE, len(content))
         while end < len(content) and end > offset + 1 and content[end] & 0xC0 == 0x80:
             end -= 1  # step back off a UTF-8 continuation byte
         return content[offset:end]
 
-    return parser.parse(read)
+    try:
+        return parser.parse(read)
+    except SystemError:  # tree-sitter wraps what the read callback raised
+        if _STOPPING.is_set():
+            raise ParseStopped from None
+        raise

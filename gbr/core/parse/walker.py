@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import itertools
 import os
 import stat
 import tomllib
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,6 +49,40 @@ class FoundFile:
     path: str  # relative to the walk root, with forward slashes
     module: str
     package: str
+
+
+@dataclass(frozen=True, slots=True)
+class HashedFile:
+    """A file an earlier pass of the same run read and hashed, without keeping its bytes:
+    enough to know it is unchanged, and where to read it again if it is not."""
+
+    found: FoundFile
+    content_hash: str
+
+    @property
+    def path(self) -> str:
+        return self.found.path
+
+
+Walked = FoundFile | HashedFile | SourceFile | FileProblem
+
+
+@dataclass
+class WalkBegun:
+    """A walk begun by a run's no-change check and stopped at the first change: the files
+    read and hashed so far, then the rest of the same walk. The run's walker goes on from
+    here instead of starting again, so a run walks and hashes the tree once."""
+
+    hashed: list[HashedFile]
+    rest: Iterator[Walked]
+    _taken: bool = field(default=False, repr=False)
+
+    def take(self) -> Iterator[Walked] | None:
+        """The walk, once: a walker restarted after a crash walks afresh (None)."""
+        if self._taken:
+            return None
+        self._taken = True
+        return itertools.chain(self.hashed, self.rest)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,12 +28,14 @@ __all__ = [
     "TEST_POLICIES",
     "TEST_POLICY_HELP",
     "Intent",
+    "NamedQuery",
     "Priors",
     "TestPolicy",
     "effective_policy",
     "is_aside",
     "is_example",
     "is_test",
+    "named_in",
     "parse_test_policy",
     "query_intent",
 ]
@@ -141,6 +143,52 @@ def holds_phrase(phrase: str | None, text: str) -> bool:
     return bool(phrase) and phrase in " ".join(text.split()).lower()  # type: ignore[operator]
 
 
+# One name, bare or module-qualified: `Duration`, `duration.Duration`,
+# `gleam/time/duration.Duration`, in backticks or not.
+_NAME = re.compile(
+    r"`?(?:(?P<module>[a-z_][a-z0-9_]*(?:/[a-z_][a-z0-9_]*)*)\.)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)`?"
+)
+# A question that asks what one name is, where it is, or what it does.
+_ASKS_ABOUT_NAME = re.compile(
+    r"(?:what\s*(?:'s|is|are)|where\s+is|show\s+me)\s+(?:an?\s+|the\s+)?(?P<ref>\S+?)"
+    r"(?:\s+(?:type|function|constant|record|defined|declared))?"
+    r"|what\s+does\s+(?P<does>\S+)\s+(?:do|mean|hold|return)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NamedQuery:
+    """A definition the query names: `module` is empty for a bare name, else the module
+    or its trailing path (`duration` for gleam/time/duration)."""
+
+    name: str
+    module: str = ""
+
+    def matches(self, module: str, name: str) -> bool:
+        """Whether a definition is the one named: the name in any case, the module in full
+        or by its trailing path."""
+        if name.lower() != self.name.lower():
+            return False
+        return not self.module or module == self.module or module.endswith("/" + self.module)
+
+
+def named_in(query: str) -> NamedQuery | None:
+    """The definition a query is exactly the name of, or asks about ("what is a Duration?").
+
+    Why: a definition's own name is the most precise query there is, yet dense search
+    reads `Duration` as the idea of time spans, and BM25 finds the word in every function
+    that takes or returns one, so the type itself sank below them (issue 30)."""
+    text = " ".join(query.split()).rstrip("?.! ")
+    asked = _ASKS_ABOUT_NAME.fullmatch(text)
+    if asked is not None:
+        text = asked.group("ref") or asked.group("does")
+    found = _NAME.fullmatch(text)
+    if found is None:
+        return None
+    return NamedQuery(found.group("name"), found.group("module") or "")
+
+
 @dataclass(frozen=True, slots=True)
 class Priors:
     """Factors on a hit's fused score; 1.0 switches a prior off.
@@ -158,6 +206,9 @@ class Priors:
     factor for the most referenced definition of the index, and scales down to 1.0 for one
     nothing references; `central_by` is how centrality is read: `callers` (how many
     definitions reference it, see centrality) or `pagerank` (see pagerank).
+    `names_first` is a stage rather than a factor: when the query is a definition's name or
+    asks what one is (see named_in), that definition's chunk goes first whatever its score
+    (gbr.core.rank.search.Searcher.candidates), its own spelling before other cases.
     """
 
     tests: TestPolicy = DEFAULT_TEST_POLICY
@@ -171,12 +222,17 @@ class Priors:
     wide_types: bool = False
     central: float = 1.0
     central_by: Literal["callers", "pagerank"] = "callers"
+    names_first: bool = False
 
     def with_tests(self, tests: TestPolicy) -> Priors:
         return replace(self, tests=tests)
 
     def intent(self, query: str, looks_like_code: bool) -> Intent:
         return query_intent(query, looks_like_code, self.wide_types)
+
+    def named(self, query: str) -> NamedQuery | None:
+        """The definition the query names, when the names-first stage is on."""
+        return named_in(query) if self.names_first else None
 
     def factor(
         self,

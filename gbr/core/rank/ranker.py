@@ -5,8 +5,8 @@ Why: on real code the right definition is usually retrieved but not first (issue
 sit side by side: the query's words in the name, signature or doc, the kind of chunk the
 question asks for, where the file lives, how the dense and BM25 lists agreed. A linear
 model over those features, trained offline on the dev half of the devcorpus by
-bench/train_ranker.py and shipped as plain weights in gbr/core/data/ranker.json, reorders
-the top ~30 in well under a millisecond per hit, with nothing downloaded and no new
+bench/experiments/train_ranker.py and shipped as plain weights in gbr/core/data/ranker.json,
+reorders the top ~30 in well under a millisecond per hit, with nothing downloaded and no new
 dependency. It only reorders: the hits it returns are the ones it was given.
 """
 
@@ -252,7 +252,7 @@ class LinearRanker:
 
 
 def ranker_from_json(data: dict[str, object], source: str) -> LinearRanker:
-    fix = "re-run bench/train_ranker.py, or turn the ranker off"
+    fix = "re-run bench/experiments/train_ranker.py, or turn the ranker off"
     if data.get("format") != "gbr-linear-ranker/1":
         raise ConfigError(f"{source} is not a gbr ranker file; {fix}")
     if data.get("features") != list(FEATURES):

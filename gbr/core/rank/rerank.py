@@ -22,7 +22,7 @@ import numpy as np
 
 from gbr.core import telemetry
 from gbr.core.embed.embedder import onnx_session
-from gbr.core.environ import NO_ENV
+from gbr.core.environ import NO_ENV, RERANK_MODEL_DIR, is_off
 from gbr.core.errors import ConfigError
 from gbr.core.llm.base import Message
 from gbr.core.records import Hit
@@ -335,8 +335,7 @@ def _check_inputs(session: Any, path: Path) -> tuple[str, ...]:
 
 # --- Choosing one -----------------------------------------------------------------------
 
-RERANK_MODEL_DIR_ENV = "GBR_RERANK_MODEL_DIR"
-_OFF = {"", "none", "off"}
+RERANK_MODEL_DIR_ENV = RERANK_MODEL_DIR.name
 
 
 def default_reranker_spec(env: Mapping[str, str]) -> str:
@@ -364,7 +363,7 @@ def load_reranker(
     `cross-encoder` alone reads the folder from GBR_RERANK_MODEL_DIR in `env`; none/off
     disable.
     """
-    if spec is None or spec.strip().lower() in _OFF:
+    if spec is None or not spec.strip() or is_off(spec):
         return None
     spec = spec.strip()
     if spec.lower() == "llm":

@@ -12,18 +12,19 @@ from collections.abc import Mapping, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 
 from gbr.core.embed.embedder import Embedder
 from gbr.core.embed.model_files import same_vector_space
-from gbr.core.environ import NO_ENV
+from gbr.core.environ import NO_ENV, RANKER, is_off
 from gbr.core.errors import ConfigError, IndexEmptyError, ModelMismatchError
 from gbr.core.parse.chunk_text import code_words
 from gbr.core.rank.priors import (
     NO_PRIORS,
     Intent,
+    NamedQuery,
     Priors,
     effective_policy,
     graph_centrality,
@@ -37,7 +38,16 @@ from gbr.core.rank.ranker import (
     features,
     load_ranker,
 )
-from gbr.core.records import NO_FILTER, ChunkKind, ChunkRow, Hit, NodePart, SearchFilter
+from gbr.core.records import (
+    MODES,
+    NO_FILTER,
+    ChunkKind,
+    ChunkRow,
+    Hit,
+    Mode,
+    NodePart,
+    SearchFilter,
+)
 from gbr.core.store.postings_memory import MemoryPostings
 
 if TYPE_CHECKING:
@@ -46,8 +56,6 @@ if TYPE_CHECKING:
 from gbr.core.store.facade import Store
 from gbr.core.telemetry import log
 
-Mode = Literal["hybrid", "dense", "bm25"]
-MODES: tuple[Mode, ...] = ("hybrid", "dense", "bm25")
 RRF_K = 60
 
 
@@ -236,7 +244,7 @@ class Ranking:
 
         second = default_second_opinion(env)
         setting = env.get(RANKER_ENV, "").strip()
-        if setting.lower() in ("", "off", "none"):
+        if not setting or is_off(setting):
             return cls(priors=DEFAULT_PRIORS, second=second)
         path = DEFAULT_RANKER_PATH if setting.lower() == "on" else Path(setting).expanduser()
         return cls(priors=DEFAULT_PRIORS, ranker=load_ranker(path), second=second)
@@ -251,12 +259,20 @@ class Ranking:
 # -> 0.926/0.788). The code graph's centrality (issue 13: `central`, by callers or PageRank,
 # x1.05..x1.7) did not help on the dev half (R@5 0.930 at best, MRR@10 0.791 -> 0.789 at
 # best, R@1 down) and stays off (1.0).
+# Issue 30: a query that is a definition's name, or asks what one is, puts it first
+# (`names_first`; see the README's figures for what it changed on the eval sets).
 DEFAULT_PRIORS = Priors(
-    tests="demote", aside=0.3, type_lean=1.6, howto_type=0.7, literal=2.0, wide_types=True
+    tests="demote",
+    aside=0.3,
+    type_lean=1.6,
+    howto_type=0.7,
+    literal=2.0,
+    wide_types=True,
+    names_first=True,
 )
 # The learned ranker is off by default: leave-one-repository-out on the dev half gave only
 # +0.015 MRR@10 (worse on 3 of 7 repositories), and the held-out half lost 0.04 R@5 with it.
-RANKER_ENV = "GBR_RANKER"
+RANKER_ENV = RANKER.name
 
 NO_RANKING = Ranking(priors=NO_PRIORS, ranker=None)
 
@@ -557,7 +573,10 @@ class Searcher:
         second = self.ranking.second if learned and second_query != "" else None
         size = max(k, self.ranking.pool)
         wanted = size if ranker is not None or second is not None else k
-        intent, found = self.candidates(query, retrieval, wanted, where)
+        named = self.named_ids(query, where)
+        intent, found = self.candidates(query, retrieval, wanted, where, named)
+        # The named definitions lead the order the later stages make, too.
+        first = {(row.path, row.kind, row.name) for _, row, doc in found if doc in named}
         if ranker is not None and len(found) > 1:
             pool = found[: self.ranking.pool]
             tests = effective_policy(where.tests, query)
@@ -567,20 +586,50 @@ class Searcher:
             reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
             found = reordered + found[len(pool) :]
         if second is None or not _worth_a_second(query, [hit for hit, _, _ in found[:size]]):
-            return [replace(hit, rank=n) for n, hit in enumerate(self._wholes(found[:k]), start=1)]
-        hits = second.rerank(second_query or query, self._wholes(found[:size]))
+            hits = self._wholes(found[:k])
+            if learned and ranker is None:
+                hits = share_of_best(hits)
+        else:
+            hits = second.rerank(second_query or query, self._wholes(found[:size]))
+        hits = _first_of(hits, first)
         return [replace(hit, rank=n) for n, hit in enumerate(hits[:k], start=1)]
 
+    def named_ids(self, query: str, where: SearchFilter = NO_FILTER) -> frozenset[int]:
+        """The chunks of the definitions the query names, when the names-first stage is on
+        (gbr.core.rank.priors.named_in): asked of the index, since a name's own definition
+        may lie outside both lists' depth."""
+        named = self.ranking.priors.named(query)
+        if named is None:
+            return frozenset()
+        ids = self.store.ids_named(named.name, named.module, where)
+        rows = self._chunk_rows(ids)
+        # The name as spelled, when something has it: `Timestamp` is the type, not the
+        # `timestamp` function beside it; `duration` still finds the type `Duration`.
+        spelled = {doc for doc in ids if doc in rows and rows[doc].name == named.name}
+        return frozenset(spelled or ids)
+
     def candidates(
-        self, query: str, retrieval: Retrieval, size: int, where: SearchFilter = NO_FILTER
+        self,
+        query: str,
+        retrieval: Retrieval,
+        size: int,
+        where: SearchFilter = NO_FILTER,
+        named: frozenset[int] | None = None,
     ) -> tuple[Intent, list[tuple[Hit, ChunkRow, int]]]:
-        """The query's intent and its top `size` nodes after priors, as (hit, row, id)."""
+        """The query's intent and its top `size` nodes after priors, as (hit, row, id); the
+        `named` chunks (see named_ids) first, the query's own spelling of the name first."""
+        if named is None:
+            named = self.named_ids(query, where)
         ranked = retrieval.fused
+        have = {doc for doc, _ in ranked}
+        ranked = ranked + [(doc, 0.0) for doc in sorted(named) if doc not in have]
         rows = self._chunk_rows([doc for doc, _ in ranked])
         priors = self.ranking.priors.with_tests(effective_policy(where.tests, query))
         intent = priors.intent(query, looks_like_code(query))
         central = self.centrality(priors.central_by) if priors.central != 1.0 else {}
         scored = _with_priors(ranked, rows, priors, intent, literal_phrase(query), central)
+        if named:
+            scored = _named_first(scored, rows, named, priors.named(query))
         return intent, self._collapse(scored, rows, size)
 
     def collapse(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
@@ -659,6 +708,38 @@ class Searcher:
         return found
 
 
+def _named_first(
+    scored: list[tuple[int, float]],
+    rows: Mapping[int, ChunkRow],
+    named: frozenset[int],
+    spelled: NamedQuery | None,
+) -> list[tuple[int, float]]:
+    """The `named` chunks ahead of the rest, each group in score order; among the named,
+    a definition of the query's own spelling before a constructor's type."""
+    lead = [item for item in scored if item[0] in named]
+    lead.sort(key=lambda item: spelled is None or rows[item[0]].name != spelled.name)
+    return lead + [item for item in scored if item[0] not in named]
+
+
+def _first_of(hits: Sequence[Hit], first: set[tuple[str, str, str]]) -> list[Hit]:
+    """The hits of the `first` nodes, (path, kind, name), ahead of the rest; stable."""
+    if not first:
+        return list(hits)
+    ahead = [h for h in hits if (h.path, h.kind, h.name) in first]
+    return ahead + [h for h in hits if (h.path, h.kind, h.name) not in first]
+
+
+def share_of_best(hits: Sequence[Hit]) -> list[Hit]:
+    """Hybrid scores on the 0-1 scale the second opinion's mix has: each as a share of the
+    best. The fused mix is 0-1, but the priors multiply it (x2 for code holding the query's
+    words, x1.6 for a type asked about), and a hybrid search printed 1.99 for an identifier,
+    which the second model does not re-score. Order is kept; only the scale changes."""
+    best = max((hit.score for hit in hits), default=0.0)
+    if best <= 0:
+        return list(hits)
+    return [replace(hit, score=hit.score / best) for hit in hits]
+
+
 def _with_priors(
     ranked: list[tuple[int, float]],
     rows: Mapping[int, ChunkRow],
@@ -717,8 +798,3 @@ def _candidate(hit: Hit, row: ChunkRow, doc: int, rank: int, retrieval: Retrieva
         bm25=bm25[0] if bm25 else None,
         bm25_rank=bm25[1] if bm25 else None,
     )
-
-
-def search_json(query: str, mode: str, hits: Sequence[Hit]) -> dict[str, Any]:
-    """The `search --json` object, which the daemon and the MCP tool return as well."""
-    return {"query": query, "mode": mode, "results": [h.as_dict() for h in hits]}

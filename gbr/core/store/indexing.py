@@ -12,7 +12,6 @@ from gbr.core.embed.embedder import Embedder
 from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, embed_key, embed_text, search_text
 from gbr.core.records import Chunk
 from gbr.core.store.writes import StoredChunk
-from gbr.core.telemetry import log
 
 VectorLookup = Callable[[Sequence[str]], dict[str, np.ndarray]]
 
@@ -25,12 +24,8 @@ class SharedVectors(Protocol):
     def store(self, vectors: Mapping[str, np.ndarray]) -> None: ...
 
 
-# (newly embedded, to embed in this call): first (0, total), then once per slice.
-EmbedProgress = Callable[[int, int], None]
-# Chunks per model call when progress is reported: a big file's ~30 s moves in ~1 s steps.
-PROGRESS_STEP = 32
-# Texts tokenized and embedded at once otherwise. One 10 MB file makes tens of thousands of
-# chunks, and tokenizing them all in one call held every encoding in memory at once.
+# Texts tokenized and embedded at once. One 10 MB file makes tens of thousands of chunks,
+# and tokenizing them all in one call held every encoding in memory at once.
 EMBED_SLICE = 256
 
 
@@ -96,58 +91,13 @@ def embed_texts(
     return out
 
 
-def embed_chunks(
-    chunks: Sequence[Chunk],
-    embedder: Embedder,
-    cached: VectorLookup,
-    embed_format: str = DEFAULT_EMBED_FORMAT,
-    on_progress: EmbedProgress | None = None,
-    shared: SharedVectors | None = None,
-) -> tuple[list[StoredChunk], list[bool]]:
-    """Stored chunks in input order, and for each whether its vector came from a cache:
-    this index's own (`cached`) first, then the `shared` one, which hears of new vectors.
-
-    The chunks to embed go to the model in slices, shortest first so that each slice still
-    pads little (small ones when `on_progress` is given, which hears of each slice).
-    """
-    texts = [embed_text(c, embed_format) for c in chunks]
-    keys = [embed_key(embedder.model_id, t) for t in texts]
-    known = known_vectors(keys, cached, shared)
-    firsts: dict[str, int] = {}  # a text repeated within the batch is embedded once
-    for i, key in enumerate(keys):
-        if key not in known:
-            firsts.setdefault(key, i)
-    missing = list(firsts.values())
-    vectors: dict[int, np.ndarray] = {}
-    if on_progress is not None:
-        on_progress(0, len(missing))
-    step = EMBED_SLICE if on_progress is None else PROGRESS_STEP
-    by_length = sorted(missing, key=lambda i: len(texts[i]))  # each slice pads little
-    done = 0
-    new: dict[str, np.ndarray] = {}
-    for part in (by_length[at : at + step] for at in range(0, len(by_length), step)):
-        fresh = embedder.embed_batch([texts[i] for i in part])
-        for row, i in enumerate(part):
-            vectors[i] = fresh[row]
-            known.setdefault(keys[i], fresh[row])
-            new[keys[i]] = fresh[row]
-        if shared is not None and (len(new) >= EMBED_SLICE or done + len(part) == len(missing)):
-            shared.store(new)  # in steps, so an interrupted big file keeps what it paid for
-            new = {}
-        if on_progress is not None:
-            on_progress(len(part), len(missing))
-        before, done = done, done + len(part)
-        if len(missing) > EMBED_SLICE and done // EMBED_SLICE > before // EMBED_SLICE:
-            log().info("embedding_progress", done=done, total=len(missing))
-    stored = [
-        StoredChunk(
-            chunk=c,
-            search_text=search_text(c),
-            tokens=embedder.count_tokens(texts[i]),
-            embed_hash=keys[i],
-            vector=vectors[i] if i in vectors else known[keys[i]],
-        )
-        for i, c in enumerate(chunks)
-    ]
-    fresh_rows = set(missing)
-    return stored, [i not in fresh_rows for i in range(len(chunks))]
+def embed_now(
+    chunks: Sequence[Chunk], embedder: Embedder, embed_format: str = DEFAULT_EMBED_FORMAT
+) -> list[StoredChunk]:
+    """Stored chunks with their vectors at once, made by the pipeline's own two steps
+    (prepare_chunks, then embed_texts): for a caller that writes a few chunks itself, as
+    tests and benches do, rather than through the index pipeline."""
+    stored = prepare_chunks(chunks, embedder, embed_format)
+    texts = {s.embed_hash: embed_text(s.chunk, embed_format) for s in stored}
+    vectors = embed_texts(texts, embedder)
+    return [replace(s, vector=vectors[s.embed_hash]) for s in stored]

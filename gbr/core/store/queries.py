@@ -178,6 +178,31 @@ def ids_matching(con: Connection, where: SearchFilter) -> list[int]:
     return [r[0] for r in con.execute(f"SELECT id FROM chunks WHERE {clause}", params).fetchall()]
 
 
+def ids_named(
+    con: Connection, name: str, module: str, where: SearchFilter, limit: int
+) -> list[int]:
+    """Chunks of the definitions called `name` in any case (in `module`, or a module ending
+    with `/module`, when given), and of the custom types that have a constructor so called,
+    among the chunks the filter lets through."""
+    clause, params = filter_sql(where)
+    in_module = "(module = ? OR ends_with(module, ?))" if module else "true"
+    scope = [module, "/" + module] if module else []
+    rows = con.execute(
+        f"SELECT id FROM chunks WHERE {clause} AND kind <> 'module' AND lower(name) = lower(?) "
+        f"AND {in_module} ORDER BY id LIMIT ?",
+        [*params, name, *scope, limit],
+    ).fetchall()
+    if not has_table(con, "graph_symbols"):
+        return [int(r[0]) for r in rows]
+    typed = con.execute(
+        f"SELECT id FROM chunks WHERE {clause} AND kind = 'type' AND (module, name) IN ("
+        "SELECT module, parent FROM graph_symbols WHERE kind = 'constructor' "
+        f"AND lower(name) = lower(?) AND {in_module}) ORDER BY id LIMIT ?",
+        [*params, name, *scope, limit],
+    ).fetchall()
+    return list(dict.fromkeys(int(r[0]) for r in rows + typed))
+
+
 def any_chunk(con: Connection, where: SearchFilter) -> bool:
     clause, params = filter_sql(where)
     return (

@@ -9,7 +9,7 @@ it over the index at the end, in one atomic step:
   one that opened the old file keeps reading it (the open file outlives the rename);
 - writers are serialised by an advisory lock on `<index>.lock` that names its holder; a
   daemon holds it for its life, since it writes the file in place;
-- a run that finds nothing changed copies and writes nothing (`unchanged_summary`).
+- a run that finds nothing changed copies and writes nothing (`survey`).
 
 A reader that still meets a lock (a daemon starting or stopping, an older gbr writing in
 place) retries for READ_WAIT seconds, then says in one line who holds it (IndexBusyError,
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import itertools
 import json
 import os
 import re
@@ -38,7 +39,7 @@ from gbr.core.store.facade import SCHEMA_VERSION, Store
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
-    from gbr.core.parse.walker import WalkOptions
+    from gbr.core.parse.walker import WalkBegun, WalkOptions
 
 READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
 _RETRY_STEP = 0.05
@@ -238,9 +239,14 @@ class StagedIndex:
         another connection of this process reads. Readers that opened the old index keep
         it; the run goes on in the copy.
         """
-        if not store.checkpoint(wait=1.0):
+        self.keep(store, wait=1.0)
+
+    def keep(self, store: Store, wait: float) -> bool:
+        """`publish`, waiting up to `wait` s for readers in this process; False if skipped.
+        An interrupted run calls it last, to keep what it finished."""
+        if not store.checkpoint(wait=wait):
             log().info("publish_deferred", reason="another connection is reading")
-            return
+            return False
         tmp = self.db.with_name(self.db.name + ".publish")
         try:
             _copy(self.path, tmp)
@@ -250,6 +256,7 @@ class StagedIndex:
             tmp.unlink(missing_ok=True)
             raise write_error(self.db, exc) from exc
         _fsync_dir(self.db.parent)
+        return True
 
     def discard(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -292,7 +299,17 @@ def _fsync_dir(folder: Path) -> None:
 def unchanged_summary(
     db: Path, root: Path, options: WalkOptions, want: Mapping[str, str]
 ) -> IndexSummary | None:
-    """The summary of a run that would change nothing, or None when it would change something.
+    """The summary of a run that would change nothing, or None when it would change something."""
+    found = survey(db, root, options, want)
+    return found if isinstance(found, IndexSummary) else None
+
+
+def survey(
+    db: Path, root: Path, options: WalkOptions, want: Mapping[str, str]
+) -> IndexSummary | WalkBegun | None:
+    """The summary of a run that would change nothing; else the walk so far, stopped at the
+    first change, for the run to go on with (WalkBegun); None when no walk was needed to
+    know (no index, another model or chunker, a stale full-text index, vectors missing).
 
     It walks and hashes as the pipeline's walker does: same files, same hashes, same model
     and chunker (`want`, the meta `Store.prepare` checks), same root, and a fresh full-text
@@ -300,7 +317,12 @@ def unchanged_summary(
     again, so it is reported as dropped with its stored reason (the line and column are not
     stored).
     """
-    from gbr.core.parse.walker import read_file, walk  # only `index` asks; a search opens here too
+    from gbr.core.parse.walker import (  # only `index` asks; a search opens here too
+        HashedFile,
+        WalkBegun,
+        read_file,
+        walk,
+    )
 
     started = time.monotonic()
     if not db.is_file():
@@ -318,19 +340,23 @@ def unchanged_summary(
         states = store.file_states()
         failed = {f.path: f for f in store.failed_files()}
         partial = {f.path: f for f in store.failed_files("partial")}
-    seen: set[str] = set()
-    for item in walk(root, options):
+    hashed: list[HashedFile] = []
+    walking = walk(root, options)
+    for item in walking:
         if isinstance(item, FileProblem):
-            return None
+            return WalkBegun(hashed, itertools.chain([item], walking))
         source = read_file(item, options.max_bytes)
         state = states.get(item.path)
-        if isinstance(source, FileProblem) or state is None:
-            return None
-        if state.content_hash != source.content_hash:
-            return None
-        seen.add(item.path)
+        if (
+            isinstance(source, FileProblem)
+            or state is None
+            or state.content_hash != source.content_hash
+        ):
+            return WalkBegun(hashed, itertools.chain([source], walking))
+        hashed.append(HashedFile(item, source.content_hash))
+    seen = {h.path for h in hashed}
     if seen != set(states):
-        return None
+        return WalkBegun(hashed, iter(()))  # files were removed
     dropped = [failed[path].problem() for path in sorted(seen & set(failed))]
     # An unchanged partial file is still partial (`--strict` must keep failing on it).
     partly = [partial[path].problem() for path in sorted(seen & set(partial))]
@@ -342,6 +368,7 @@ def unchanged_summary(
         files_dropped=len(dropped),
         files_partial=len(partly),
         seconds=time.monotonic() - started,
+        chunks_in_index=chunks,
         dropped=tuple(dropped),
         partial=tuple(partly),
     )

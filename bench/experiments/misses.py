@@ -1,6 +1,6 @@
 """Read the misses of one retrieval configuration on the devcorpus, query by query.
 
-    .venv/bin/python bench/misses.py --half dev --out /tmp/evalout [--worse-than 1]
+    .venv/bin/python bench/experiments/misses.py --half dev --out /tmp/evalout [--worse-than 1]
 
 For every query whose first target is not ranked first (or not above `--worse-than`), it
 prints the query, its kind, the target's rank in the final list, in the dense list and in
@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from bench.eval import DEV_QUERIES, DEVCORPUS, HALVES, devcorpus_units, unit_index  # noqa: E402

@@ -1,7 +1,9 @@
-"""Mine (doc comment -> code) pairs for fine-tuning the embedder (bench/finetune_embedder.py).
+"""Mine (doc comment -> code) pairs to fine-tune the embedder (experiments/finetune_embedder.py).
 
-    .venv/bin/python bench/mine_doc_pairs.py --out bench/out/pairs.jsonl  # dev half, examples/
-    .venv/bin/python bench/mine_doc_pairs.py --out held.jsonl --half held  # to look at only
+    # the dev half and examples/, for training:
+    .venv/bin/python bench/experiments/mine_doc_pairs.py --out bench/out/pairs.jsonl
+    # the held-out half, to look at only:
+    .venv/bin/python bench/experiments/mine_doc_pairs.py --out held.jsonl --half held
 
 Every documented definition (whole nodes, not the parts of a split one, no module chunks)
 gives one line: `query` is the first sentence of its doc prose, `passage` is the text gbr
@@ -22,7 +24,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from bench._corpus import pipeline_limits  # noqa: E402

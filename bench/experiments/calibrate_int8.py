@@ -1,6 +1,6 @@
 """Fixed input ranges for the default model's int8 products (gbr/core/data/minilm-int8-ranges.json).
 
-    .venv/bin/python bench/calibrate_int8.py [--devcorpus DIR] [--out FILE] [--check]
+    .venv/bin/python bench/experiments/calibrate_int8.py [--devcorpus DIR] [--out FILE] [--check]
 
 gbr.core.embed.int8_matmul quantises the input of each int8 product with a fixed range, so that a
 text's vector does not depend on the texts batched beside it. The ranges are the lowest
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _corpus import REPO, pipeline_limits
 from eval import DEV_HALF
