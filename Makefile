@@ -26,8 +26,9 @@ demo: install
 	cd $(EXAMPLE) && $(CTL) search "check that an ISBN is valid" -k 5
 	cd $(EXAMPLE) && $(CTL) search "route an HTTP request to its handler" -k 5
 
+# Two workers, one module each at a time (module fixtures, such as a daemon, start once).
 test: install
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -n 2 --dist loadscope
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -32,6 +32,7 @@ def run_bench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # indexes the whole example, then loads a real daemon
 def test_a_tiny_run_reports_consistent_figures(tmp_path: Path) -> None:
     out = tmp_path / "load.json"
     work = tmp_path / "work"

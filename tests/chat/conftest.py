@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CTL, PROVIDER_VARS, copy_small
+from tests.conftest import PROVIDER_VARS, Indexed
 
 
 def chat_env(package: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -19,9 +18,7 @@ def chat_env(package: Path, extra: dict[str, str] | None = None) -> dict[str, st
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Five files of the example, indexed once for the module's read-only sessions."""
-    root = copy_small(tmp_path_factory.mktemp("chat") / "small")
-    done = subprocess.run([CTL, "index", str(root)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return root
+def package(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: Indexed) -> Path:
+    """Five files of the example, indexed (once per session) for the module's read-only
+    sessions."""
+    return indexed_small_template.copy(tmp_path_factory.mktemp("chat") / "small")

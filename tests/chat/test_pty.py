@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pexpect
 
-from tests.chat.conftest import CTL, chat_env
+from tests.chat.conftest import chat_env
+from tests.conftest import CTL
 from tests.fake_llm import FakeLlm, Reply
 
 PROMPT = "gbr>"  # prompt_toolkit draws the trailing space apart, between escape codes

@@ -6,7 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.chat.conftest import CTL, chat_env, copy_small
+from tests.chat.conftest import chat_env
+from tests.conftest import CTL, copy_small
 from tests.fake_llm import FakeLlm, Reply
 
 ISBN_QUESTION = "how do I check that a book number is valid"

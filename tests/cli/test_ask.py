@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CTL, PROVIDER_VARS, copy_small
+from tests.conftest import CTL, PROVIDER_VARS, Indexed, invoke
 from tests.fake_llm import FakeLlm, Reply
 from tests.tiny_models import build_tiny_cross_encoder
 
@@ -19,17 +19,20 @@ KEY = "sk-test-SECRET-1234567890"
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("ask") / "small"
-    copy_small(root)
-    done = subprocess.run([CTL, "index", str(root)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return root
+def package(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: Indexed) -> Path:
+    return indexed_small_template.copy(tmp_path_factory.mktemp("ask") / "small")
 
 
 def ask(
     package: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
+    """`gleambrctl ask ARGS` with no provider but those in `env`: in this process through
+    typer's runner, except with `-v`, whose echo of events to stderr is set up once per
+    process (gbr.core.telemetry), so it gets a process of its own."""
+    if "-v" not in args:
+        unset: dict[str, str | None] = dict.fromkeys(PROVIDER_VARS)
+        home = {"GBR_HOME": str(package / ".home")}
+        return invoke("ask", *args, cwd=package, env={**unset, **home, **(env or {})})
     base = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
     base.update({"COLUMNS": "200", "NO_COLOR": "1", "GBR_HOME": str(package / ".home")})
     return subprocess.run(

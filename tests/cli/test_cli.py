@@ -1,10 +1,10 @@
-"""`gleambrctl` end to end, as a subprocess: real grammar, model and DuckDB file."""
+"""`gleambrctl` end to end: real grammar, model and DuckDB file. `index` runs as a subprocess,
+the other commands through typer's runner in this process (tests.conftest.invoke)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -13,12 +13,16 @@ import pytest
 
 from gbr.core.embed.model_files import DEFAULT_MODEL_ID
 from gbr.core.store.facade import Store
-from tests.conftest import CTL, EXAMPLE
+from tests.conftest import CTL, Indexed, invoke
 
 
 def run(
     *args: str, cwd: Path | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess:
+    """`gleambrctl ARGS`: `index` in a subprocess, as a user runs it (it takes over SIGINT
+    and SIGTERM for the rest of its process); any other command in this process."""
+    if args[0] != "index":
+        return invoke(*args, cwd=cwd, stdin=stdin)
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     return subprocess.run(
         [CTL, *args], cwd=cwd, input=stdin, capture_output=True, text=True, env=env, timeout=300
@@ -32,11 +36,13 @@ def run_json(*args: str, cwd: Path | None = None) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """The example package indexed once through the CLI, shared by the read-only tests."""
-    root = tmp_path_factory.mktemp("cli") / "bookshelf"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".gbr", "build"))
-    return root, run_json("index", str(root))
+def indexed(
+    tmp_path_factory: pytest.TempPathFactory, indexed_example_template: Indexed
+) -> tuple[Path, dict[str, Any]]:
+    """The example package indexed through the CLI (once per session), shared by the
+    read-only tests, with the summary that `index --json` printed."""
+    root = indexed_example_template.copy(tmp_path_factory.mktemp("cli") / "bookshelf")
+    return root, indexed_example_template.summary
 
 
 def test_index_reports_files_chunks_and_the_partial_file(indexed: tuple[Path, dict]) -> None:
@@ -129,8 +135,8 @@ def test_status_lists_counts_model_and_dropped_files(indexed: tuple[Path, dict])
     assert "partial src/bookshelf/broken.gleam" in human.stdout
 
 
-def test_status_names_an_index_embedded_by_an_older_default_model(small_example: Path) -> None:
-    assert run("index", str(small_example)).returncode == 0
+def test_status_names_an_index_embedded_by_an_older_default_model(indexed_small: Path) -> None:
+    small_example = indexed_small
     assert run_json("status", cwd=small_example)["model_outdated"] is False
     db = small_example / ".gbr" / "index.duckdb"
     with Store.open(db) as store:  # as gbr before the int8 products left it
@@ -193,8 +199,8 @@ def test_incremental_runs_skip_update_and_remove(small_example: Path) -> None:
     assert status["files_ok"] == 4
 
 
-def test_a_file_that_stops_parsing_keeps_its_chunks_as_stale(small_example: Path) -> None:
-    run_json("index", str(small_example))
+def test_a_file_that_stops_parsing_keeps_its_chunks_as_stale(indexed_small: Path) -> None:
+    small_example = indexed_small
     isbn = small_example / "src/bookshelf/isbn.gleam"
     # Nothing in it parses any more, so the file is dropped whole.
     isbn.write_text("import gleam/string\n\npub fn half_written( {\n")
@@ -249,8 +255,8 @@ def test_bad_max_file_size_is_a_usage_error(tmp_path: Path) -> None:
     assert "500k" in result.stderr
 
 
-def test_a_different_model_forces_a_full_reindex(small_example: Path, tmp_path: Path) -> None:
-    run_json("index", str(small_example))
+def test_a_different_model_forces_a_full_reindex(indexed_small: Path, tmp_path: Path) -> None:
+    small_example = indexed_small
     from gbr.core.embed.model_files import default_model_files
 
     files = default_model_files()

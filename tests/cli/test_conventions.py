@@ -15,11 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gbr import __version__
-from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.cli import app
-from gbr.core.embed.embedder import OnnxEmbedder
-from gbr.core.paths import default_db
-from tests.conftest import CTL, PROVIDER_VARS, copy_small
+from tests.conftest import CTL, PROVIDER_VARS, Indexed
 
 COMMANDS = ("index", "search", "ask", "chat", "status", "serve", "mcp")
 
@@ -47,11 +44,9 @@ def help_of(*args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def package(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
-    """Five files of the example, indexed once for the read-only tests."""
-    root = copy_small(tmp_path_factory.mktemp("conventions") / "small")
-    run_index(IndexOptions(root=root, db=default_db(root)), model)
-    return root
+def package(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: Indexed) -> Path:
+    """Five files of the example, indexed once per session, for the read-only tests."""
+    return indexed_small_template.copy(tmp_path_factory.mktemp("conventions") / "small")
 
 
 # ----------------------------------------------------------------- item 5: conventions

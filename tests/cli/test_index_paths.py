@@ -1,5 +1,6 @@
 """Without --db, commands find the index only where it belongs; `index` asks before it walks
-a folder that holds no Gleam package (as a user would run them, in a subprocess)."""
+a folder that holds no Gleam package (`index` in a subprocess, as a user would run it;
+`status` and `search` through typer's runner in this process)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import subprocess
 from pathlib import Path
 
 from gbr.core.paths import CEILING_ENV
-from tests.conftest import CTL, copy_small
+from tests.conftest import CTL, Indexed, copy_small, invoke
 
 
 def run(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    if args[0] != "index":  # `index` takes over SIGINT and SIGTERM for its whole process
+        return invoke(*args, cwd=cwd, env=dict(env))
     full = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **env}
     return subprocess.run(
         [CTL, *args], cwd=cwd, capture_output=True, text=True, env=full, timeout=300
@@ -23,9 +26,10 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_an_index_above_the_ceiling_is_not_found(tmp_path: Path) -> None:
-    outer = copy_small(tmp_path / "outer")
-    assert run("index", str(outer), cwd=tmp_path).returncode == 0
+def test_an_index_above_the_ceiling_is_not_found(
+    tmp_path: Path, indexed_small_template: Indexed
+) -> None:
+    outer = indexed_small_template.copy(tmp_path / "outer")
     start = outer / "notes" / "empty"
     start.mkdir(parents=True)
     below = run("status", cwd=start)  # the conftest ceiling is above tmp_path: found

@@ -19,6 +19,8 @@ import pytest
 
 from tests.conftest import EXAMPLE, PROVIDER_VARS, REPO
 
+pytestmark = pytest.mark.slow  # builds a wheel and installs it with its dependencies
+
 
 def run(*cmd: str | Path, **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

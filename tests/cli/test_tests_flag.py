@@ -8,16 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import run, run_json
-from tests.conftest import copy_small
+from tests.conftest import Indexed
 
 QUERY = "parse an isbn and check the round trip"
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = copy_small(tmp_path_factory.mktemp("flag") / "small")
-    run_json("index", str(root))
-    return root
+def small(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: Indexed) -> Path:
+    return indexed_small_template.copy(tmp_path_factory.mktemp("flag") / "small")
 
 
 def paths(data: dict) -> list[str]:

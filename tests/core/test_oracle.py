@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 import structlog
 
-from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.answer.oracle import AskOptions, Notes, Oracle, kept_first, plain_kept
 from gbr.core.answer.prompt import (
     HYDE_SYSTEM_PROMPT,
@@ -27,17 +26,14 @@ from gbr.core.rank.rerank import LlmReranker
 from gbr.core.rank.search import Searcher
 from gbr.core.records import Hit
 from gbr.core.store.facade import Store
-from tests.conftest import copy_small
+from tests.conftest import Indexed
 from tests.fake_llm import FakeLlm, Reply
 
 
 @pytest.fixture(scope="module")
-def small_db(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
-    root = tmp_path_factory.mktemp("oracle") / "small"
-    copy_small(root)
-    db = root / ".gbr" / "index.duckdb"
-    run_index(IndexOptions(root=root, db=db), model)
-    return db
+def small_db(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: Indexed) -> Path:
+    root = indexed_small_template.copy(tmp_path_factory.mktemp("oracle") / "small")
+    return root / ".gbr" / "index.duckdb"
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.answer.oracle import AskOptions, Notes, Oracle
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError
@@ -19,19 +18,17 @@ from gbr.core.rank.priors import NO_PRIORS, Priors, is_aside
 from gbr.core.rank.ranker import DEFAULT_RANKER_PATH, FEATURES, LinearRanker, load_ranker
 from gbr.core.rank.search import NO_RANKING, Filter, Ranking, Searcher
 from gbr.core.store.facade import Store
-from tests.conftest import copy_small
+from tests.conftest import Indexed
 
 # Worded like the example's tests: on the raw fused order, test functions win it.
 TESTY = "parse an isbn and check that the round trip to a string gives it back"
 
 
 @pytest.fixture(scope="module")
-def small_db(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
-    root = tmp_path_factory.mktemp("ranking") / "small"
-    copy_small(root)  # src/bookshelf/*.gleam and test/isbn_test.gleam
-    db = root / ".gbr" / "index.duckdb"
-    run_index(IndexOptions(root=root, db=db), model)
-    return db
+def small_db(tmp_path_factory: pytest.TempPathFactory, indexed_small_template: Indexed) -> Path:
+    # src/bookshelf/*.gleam and test/isbn_test.gleam
+    root = indexed_small_template.copy(tmp_path_factory.mktemp("ranking") / "small")
+    return root / ".gbr" / "index.duckdb"
 
 
 @pytest.fixture

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.rank.search import Filter, Searcher
 from gbr.core.records import MODES
 from gbr.core.store.facade import Store
-from tests.conftest import EXAMPLE
+from tests.conftest import Indexed
 from tests.core.test_store import source, stored
 
 QUERIES = (
@@ -31,12 +30,9 @@ BIG = 1 << 30
 
 
 @pytest.fixture(scope="module")
-def indexed(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
-    root = tmp_path_factory.mktemp("rows") / "bookshelf"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".gbr", "build"))
-    db = root / ".gbr" / "index.duckdb"
-    run_index(IndexOptions(root=root, db=db), model)
-    return db
+def indexed(indexed_example_template: Indexed) -> Path:
+    """The bookshelf's index of the session; each test copies it."""
+    return indexed_example_template.root / ".gbr" / "index.duckdb"
 
 
 @pytest.fixture

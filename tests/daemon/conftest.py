@@ -25,7 +25,7 @@ from gbr.access.discovery import DaemonInfo, read_discovery
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.llm.sse import iter_sse
 from gbr.daemon.service import Daemon, DaemonConfig
-from tests.conftest import CTL, copy_small
+from tests.conftest import CTL, copy_small, invoke
 from tests.conftest import PROVIDER_VARS as BASE_PROVIDER_VARS
 from tests.fake_llm import FakeLlm
 
@@ -195,6 +195,12 @@ def index_once(root: Path, db: Path, model: OnnxEmbedder) -> None:
 def run_ctl(
     *args: str, cwd: Path, env: dict[str, str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """`gleambrctl ARGS` with exactly the environment `env`. `index` and `serve` get a
+    process of their own (they take over SIGINT and SIGTERM); the other commands, clients
+    of the daemon or of the index file, run through typer's runner in this process."""
+    if args[0] not in ("index", "serve"):
+        unset: dict[str, str | None] = {k: None for k in os.environ if k not in env}
+        return invoke(*args, cwd=cwd, stdin=stdin, env={**unset, **env})
     return subprocess.run(
         [CTL, *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=120
     )

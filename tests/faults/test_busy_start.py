@@ -106,14 +106,14 @@ def test_a_start_that_keeps_failing_ends_the_run_with_one_error(
 
 
 def test_a_holder_right_after_the_store_is_prepared_cannot_hang_the_run(
-    small_example: Path, model: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    indexed_small: Path, model: OnnxEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The issue's reproduction: another process opens the index read-only in the moment
     between `prepare` and the actors' starts (the coordinator starts just then; the hook
     only adds that process, everything else is real). main: the writer's and embedder's
     starts failed, nobody heard, and the run hung."""
+    small_example = indexed_small  # indexed once per session, copied
     db = small_example / ".gbr" / "index.duckdb"
-    run_index(IndexOptions(root=small_example, db=db), model)
     (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn held() { 1 }\n")
     real_start = pipeline.CoordinatorActor.start
     holders = []
@@ -152,12 +152,12 @@ else:
 
 
 def test_a_cli_run_is_not_blocked_by_a_reader_holding_the_index(
-    small_example: Path, model: OnnxEmbedder, tmp_path: Path
+    indexed_small: Path, model: OnnxEmbedder, tmp_path: Path
 ) -> None:
     """main: `error: cannot open index ...: Could not set lock` at once, exit 1. A CLI run
     now writes a copy and renames it over the index, so a reader never stands in its way."""
+    small_example = indexed_small  # indexed once per session, copied
     db = small_example / ".gbr" / "index.duckdb"
-    run_index(IndexOptions(root=small_example, db=db), model)
     (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn waited() { 1 }\n")
     with held_by_another_process(db, seconds=600):
         done = ctl("index", ".", "--json", cwd=small_example, home=tmp_path / "home")
@@ -166,11 +166,11 @@ def test_a_cli_run_is_not_blocked_by_a_reader_holding_the_index(
 
 
 def test_an_in_place_run_waits_for_a_held_index_then_indexes(
-    small_example: Path, model: OnnxEmbedder
+    indexed_small: Path, model: OnnxEmbedder
 ) -> None:
     """A run in place (the daemon's) waits a bounded while for another process's hold."""
+    small_example = indexed_small  # indexed once per session, copied
     db = small_example / ".gbr" / "index.duckdb"
-    run_index(IndexOptions(root=small_example, db=db), model)
     (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn waited() { 1 }\n")
     # Held 4 s, within the 20 s allowed here: the run finds the file busy, then free.
     with held_by_another_process(db, seconds=4):
@@ -182,10 +182,10 @@ def test_an_in_place_run_waits_for_a_held_index_then_indexes(
 
 
 def test_an_index_held_too_long_fails_with_one_line_naming_the_holder(
-    small_example: Path, model: OnnxEmbedder
+    indexed_small: Path, model: OnnxEmbedder
 ) -> None:
+    small_example = indexed_small  # indexed once per session, copied
     db = small_example / ".gbr" / "index.duckdb"
-    run_index(IndexOptions(root=small_example, db=db), model)
     with held_by_another_process(db, seconds=600) as holder:
         started = time.monotonic()
         options = IndexOptions(root=small_example, db=db, lock_wait=3.0)

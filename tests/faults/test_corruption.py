@@ -16,17 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import copy_small
+from tests.conftest import Indexed
 from tests.faults.files_faults_helpers import ctl, garbage_in_the_middle, index_json, one_error_line
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(indexed_small_template: Indexed) -> Path:
     """copy_small indexed once through the CLI; each test corrupts a copy of it."""
-    base = tmp_path_factory.mktemp("built")
-    root = copy_small(base / "pkg")
-    index_json(root, home=base / "home")
-    return root
+    return indexed_small_template.root
 
 
 @pytest.fixture

@@ -1,29 +1,40 @@
-"""`gleambrctl refs | callers | callees | graph` as a user runs them: output, --json, exit codes."""
+"""`gleambrctl refs | callers | callees | graph`: output, --json, exit codes."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from gbr.core.embed.embedder import OnnxEmbedder
-from tests.conftest import CTL
+from tests.conftest import invoke
 from tests.graph.sample import sample_store
 
 
-@pytest.fixture
-def db(tmp_path: Path, model: OnnxEmbedder) -> Path:
-    path = tmp_path / "web" / ".gbr" / "index.duckdb"
+@pytest.fixture(scope="module")
+def sample_package(tmp_path_factory: pytest.TempPathFactory, model: OnnxEmbedder) -> Path:
+    """The sample's package and index, made once; each test reads a copy."""
+    root = tmp_path_factory.mktemp("graph-cli") / "web"
+    path = root / ".gbr" / "index.duckdb"
     path.parent.mkdir(parents=True)
-    (tmp_path / "web" / "gleam.toml").write_text('name = "web"\nversion = "1.0.0"\n')
-    sample_store(path, model, root=tmp_path / "web").close()
-    return path
+    (root / "gleam.toml").write_text('name = "web"\nversion = "1.0.0"\n')
+    sample_store(path, model, root=root).close()
+    return root
+
+
+@pytest.fixture
+def db(tmp_path: Path, sample_package: Path) -> Path:
+    shutil.copytree(sample_package, tmp_path / "web")
+    return tmp_path / "web" / ".gbr" / "index.duckdb"
 
 
 def ctl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([CTL, *args], capture_output=True, text=True, timeout=300)
+    """The command through typer's runner, in this process: output and exit code are the
+    point here, not the process."""
+    return invoke(*args)
 
 
 def test_refs_groups_positions_by_file(db: Path):

@@ -125,19 +125,32 @@ def test_outlines_take_only_the_budget_left_skipping_what_does_not_fit(store):
 
 
 def test_ask_adds_outlines_within_the_budget_and_never_displaces_a_chunk(store, model):
+    """Each budget is checked for what went in and for what was left out: a left-out
+    outline is one that would not have fitted. The budgets cover a roomy prompt (every
+    outline goes in) and a tight one (the chunks leave room for none)."""
     oracle = Oracle(Searcher(store, model), None)
+    reader = GraphReader(store)
     question = "how is the cart total added up"
+    seen = []
     for budget, k in ((3000, 1), (3000, 2), (260, 8), (120, 1)):
         plain = AskOptions(max_chunks=k, budget=budget, dry_run=True, graph_context=False)
         without = oracle.answer(question, plain)
         with_graph = oracle.answer(question, replace(plain, graph_context=True))
-        assert with_graph.chunks == without.chunks
+        assert with_graph.chunks == without.chunks and with_graph.chunks
         assert without.outlines == []
         prompt = with_graph.messages[-1].content
         for outline in with_graph.outlines:
             assert outline.render() in prompt
         spent = context_tokens(with_graph.chunks) + sum(o.tokens for o in with_graph.outlines)
-        assert with_graph.outlines == [] or spent <= budget
+        assert spent <= budget
+        # What the chunks use, outlined, whatever the budget: none left out had room.
+        wanted = used_outlines(with_graph.chunks, reader.used_by, 10**9)
+        assert [o for o in wanted if o in with_graph.outlines] == with_graph.outlines
+        left_out = [o for o in wanted if o not in with_graph.outlines]
+        assert all(spent + o.tokens > budget for o in left_out), (budget, k)
+        seen.append((len(with_graph.outlines), len(left_out)))
+    assert any(put and not left for put, left in seen), seen  # roomy: every outline went in
+    assert any(left and not put for put, left in seen), seen  # tight: wanted, none fitted
     roomy = oracle.answer(question, AskOptions(max_chunks=1, dry_run=True))
     assert roomy.outlines, "the default turns the graph context on"
     assert roomy.as_dict()["graph_context"] == [o.as_dict() for o in roomy.outlines]
