@@ -33,6 +33,14 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bench._corpus import load_model, pipeline_limits  # noqa: E402
+from bench._silver_data import (  # noqa: E402
+    QUERY_CAP,
+    SPLITS,
+    build,
+    iter_manifest_rows,
+    load_split,
+    read_manifest,
+)
 from bench.eval import (  # noqa: E402
     DEVCORPUS,
     LAYOUTS,
@@ -55,14 +63,6 @@ from bench.evaluation import (  # noqa: E402
     query_of,
     relevant,
     repository_interval,
-)
-from bench._silver_data import (  # noqa: E402
-    QUERY_CAP,
-    SPLITS,
-    build,
-    iter_manifest_rows,
-    load_split,
-    read_manifest,
 )
 from gbr.core.rank.search import Ranking, Searcher  # noqa: E402
 from gbr.core.store.facade import Store  # noqa: E402

@@ -14,9 +14,6 @@ import numpy as np
 import pytest
 
 from bench._corpus import chunks_of, pipeline_limits
-from bench.eval import MemoEmbedder, run_units
-from bench.evaluation import METRICS, bootstrap_interval, repository_interval
-from bench.silver import main, score_block, silver_variants, split_units
 from bench._silver_data import (
     QUERY_CAP,
     build,
@@ -26,6 +23,9 @@ from bench._silver_data import (
     split_of,
     strip_doc_comments,
 )
+from bench.eval import MemoEmbedder, run_units
+from bench.evaluation import METRICS, bootstrap_interval, repository_interval
+from bench.silver import main, score_block, silver_variants, split_units
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.parse.chunker import ChunkLimits
 from gbr.core.store.facade import Store
