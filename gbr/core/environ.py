@@ -113,6 +113,10 @@ GROQ_BASE_URL = Variable("GBR_GROQ_BASE_URL", "text", "", "Groq's API address")
 GROQ_MODEL = Variable("GBR_GROQ_MODEL", "text", "", "the model asked of Groq")
 GEMINI_BASE_URL = Variable("GBR_GEMINI_BASE_URL", "text", "", "Gemini's API address")
 GEMINI_MODEL = Variable("GBR_GEMINI_MODEL", "text", "", "the model asked of Gemini")
+ASK_DEADLINE = Variable(
+    "GBR_ASK_DEADLINE", "seconds", "", "seconds a whole answer may take (else 4 x --timeout)"
+)
+ASK_MAX_ANSWER = Variable("GBR_ASK_MAX_ANSWER", "size", "256KiB", "the largest answer, like 512k")
 
 VARIABLES: Mapping[str, Variable] = MappingProxyType(
     {
@@ -141,6 +145,8 @@ VARIABLES: Mapping[str, Variable] = MappingProxyType(
             GROQ_MODEL,
             GEMINI_BASE_URL,
             GEMINI_MODEL,
+            ASK_DEADLINE,
+            ASK_MAX_ANSWER,
         )
     }
 )

@@ -179,6 +179,10 @@ class _State:
         self.handle: TextIO | None = None
         self.lock = threading.RLock()  # a warning may log
         self.stderr: StderrTarget = _StreamTarget(None)
+        # The sink structlog is to write to, handed to it at the first event: configuring
+        # must not import structlog, or every cold search would pay for it.
+        self.sink: _Sink | None = None
+        self.applied = False
 
 
 _state = _State()
@@ -222,15 +226,27 @@ def configure(
         if events_path is not None:
             _state.handle = _open_events(events_path, warn)
         _state.key = key
-        sink = _Sink(echo, human, warn, least)
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-        ],
-        logger_factory=lambda *args: sink,
-        cache_logger_on_first_use=False,
-    )
+        _state.sink = _Sink(echo, human, warn, least)
+        _state.applied = False
+
+
+def _apply() -> None:
+    """Hand structlog the sink last configured, once per configure."""
+    with _state.lock:
+        if _state.applied:
+            return
+        if _state.sink is None:
+            configure_quietly()
+        sink = _state.sink
+        structlog.configure(
+            processors=[
+                structlog.processors.add_log_level,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+            ],
+            logger_factory=lambda *args: sink,
+            cache_logger_on_first_use=False,
+        )
+        _state.applied = True
 
 
 def _open_events(path: Path, warn: Warn) -> TextIO | None:
@@ -275,8 +291,7 @@ def log() -> Any:
     Unconfigured, structlog prints every event on stdout, where `search --json` and
     `search -` write their JSON: one warning there broke every machine reading it.
     """
-    if not structlog.is_configured():
-        configure_quietly()
+    _apply()
     return structlog.get_logger("gbr")
 
 

@@ -53,7 +53,7 @@ def test_a_token_is_required_when_set_and_sigterm_stops_cleanly(
     log = daemon.log_text()
     assert "checkpoint_written" in log and "daemon_stopped" in log
     for line in log.splitlines():  # the announcement on stdout, then only JSON log lines
-        if not line.startswith("serving "):
+        if not line.startswith(("serving ", "web page: ")):
             json.loads(line)
     with Store.open(root / ".gbr" / "index.duckdb", read_only=True) as store:
         assert store.counts()["files_ok"] == 5

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gbr.core.environ import ASK_DEADLINE, ASK_MAX_ANSWER
 from gbr.core.errors import ConfigError
 from gbr.core.sizes import option_size
 
-DEADLINE_ENV = "GBR_ASK_DEADLINE"
-MAX_ANSWER_ENV = "GBR_ASK_MAX_ANSWER"
+DEADLINE_ENV = ASK_DEADLINE.name
+MAX_ANSWER_ENV = ASK_MAX_ANSWER.name
 DEADLINE_PER_TIMEOUT = 4  # the total deadline, in per-read timeouts, when none is given
 DEFAULT_DEADLINE = 120.0  # seconds: 4 x the default --timeout of 30 s
 DEFAULT_MAX_ANSWER = 256 * 1024  # bytes (UTF-8) of answer text: far above max_answer_tokens

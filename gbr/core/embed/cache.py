@@ -96,6 +96,7 @@ class EmbedCache:
         self.off_reason: str | None = None
         self._warn = warn or warning_line
         self._conn: sqlite3.Connection | None = None
+        self._missed: set[str] = set()  # keys asked for and not found, so far
         self._lock = threading.Lock()
         self.max_rows = max(1, config.max_bytes // (dim * 4 + ROW_OVERHEAD))
 
@@ -111,8 +112,14 @@ class EmbedCache:
         found: dict[str, np.ndarray] | None = self._guarded(lambda conn: self._lookup(conn, wanted))
         if found is None:  # off: nothing was asked of it
             return {}
+        # A run asks again for what it wrote without a vector (another process may have
+        # stored it meanwhile): each key counts once, as its last answer says.
+        again = {k for k in wanted if k in self._missed}
         self.stats.hits += len(found)
-        self.stats.misses += len(wanted) - len(found)
+        self.stats.misses += sum(1 for k in wanted if k not in found and k not in again)
+        self.stats.misses -= sum(1 for k in found if k in again)
+        self._missed.update(k for k in wanted if k not in found)
+        self._missed.difference_update(found)
         return found
 
     def store(self, vectors: Mapping[str, np.ndarray]) -> None:
