@@ -228,15 +228,15 @@ def configure(
         _state.key = key
         _state.sink = _Sink(echo, human, warn, least)
         _state.applied = False
+    if "structlog" in sys.modules:  # loaded already: hand it the sink now, as always
+        _apply()
 
 
 def _apply() -> None:
-    """Hand structlog the sink last configured, once per configure."""
+    """Hand structlog the sink last configured (deferred while structlog is not loaded)."""
     with _state.lock:
-        if _state.applied:
+        if _state.applied or _state.sink is None:
             return
-        if _state.sink is None:
-            configure_quietly()
         sink = _state.sink
         structlog.configure(
             processors=[
@@ -291,7 +291,10 @@ def log() -> Any:
     Unconfigured, structlog prints every event on stdout, where `search --json` and
     `search -` write their JSON: one warning there broke every machine reading it.
     """
-    _apply()
+    if _state.sink is not None and not _state.applied:
+        _apply()
+    elif not structlog.is_configured():
+        configure_quietly()
     return structlog.get_logger("gbr")
 
 
