@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gbr.core.embed.cache import CacheConfig, cache_config
+from gbr.core.embed.cache_config import CacheConfig, cache_config
 from gbr.core.embed.embedder import OnnxEmbedder, PaddingStats
 from gbr.core.embed.model_files import resolve_model_files
 from gbr.core.parse.chunker import ChunkLimits, TokenCounter, chunk_file, new_parser

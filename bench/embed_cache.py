@@ -32,7 +32,8 @@ import _corpus as bc
 
 from gbr.actors import pipeline
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embed.cache import EmbedCache, cache_config, describe
+from gbr.core.embed.cache import EmbedCache, describe
+from gbr.core.embed.cache_config import cache_config
 
 DEVCORPUS = bc.REPO.parent / "shared" / "devcorpus"
 PACKAGE_A = "TanklesXL__glint"

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from bench.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
-from gbr.core.embed.cache import cache_config  # noqa: E402
+from gbr.core.embed.cache_config import cache_config  # noqa: E402
 from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
 from gbr.core.parse.chunk_text import search_text  # noqa: E402
@@ -667,7 +667,7 @@ def second_opinion_variants() -> list[Variant]:
     temp folder), so the second model embeds each text once for all of them."""
     import tempfile
 
-    from gbr.core.embed.cache import CacheConfig
+    from gbr.core.embed.cache_config import CacheConfig
     from gbr.core.parse.chunk_text import doc_prose, without_doc_lines
     from gbr.core.rank.second_opinion import (
         SecondOpinion,

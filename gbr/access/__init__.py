@@ -2,7 +2,7 @@
 
 local = LocalIndex(LocalSettings(root), load_model, env=os.environ)
 with chosen(local) as index:          # the daemon serving the index, else this process
-    for hit in index.search("parse an isbn", 5).hits:
+    for hit in index.search(SearchRequest("parse an isbn", 5)).hits:
         print(hit.path, hit.start_line)
 
 Each name is imported on first use (PEP 562): a cold `search` must not pay for what only

@@ -8,30 +8,20 @@ JSON is made at the edges (the CLI's `--json`, MCP's structured content, the HTT
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gbr.access.requests import LlmChoice as LlmChoice  # the seam's name for it
 from gbr.core.records import Hit
 
 # Names only the signatures use: importing the seam must not load the Oracle, the LLM
 # providers and pyarrow behind them, which a cold `search` never needs.
 if TYPE_CHECKING:
-    from gbr.core.answer.oracle import AskOptions, AskOutcome, TokenSink
-    from gbr.core.llm import Message
-    from gbr.core.rank.search import Filter
-    from gbr.core.records import IndexSummary, Mode, ProgressCallback
-
-
-@dataclass(frozen=True, slots=True)
-class LlmChoice:
-    """Which provider, model and reranker answer; None means the configured default."""
-
-    provider: str | None = None
-    model: str | None = None
-    timeout: float | None = None  # seconds per LLM request; a daemon keeps its own
-    reranker: str | None = None  # what `--rerank` uses (see `ask_reranker_spec`)
+    from gbr.access.requests import AskRequest, SearchRequest
+    from gbr.core.answer.oracle import AskOutcome, TokenSink
+    from gbr.core.records import IndexSummary, ProgressCallback
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,18 +80,11 @@ class CodeIndex(Protocol):
 
     def has_index(self) -> bool: ...
 
-    def search(
-        self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
-    ) -> Found: ...
+    def search(self, request: SearchRequest) -> Found:
+        """The hits for `request`, checked against the limits every door shares."""
+        ...
 
-    def ask(
-        self,
-        question: str,
-        options: AskOptions,
-        llm: LlmChoice | None = None,
-        history: Sequence[Message] = (),
-        on_token: TokenSink | None = None,
-    ) -> AskOutcome:
+    def ask(self, request: AskRequest, on_token: TokenSink | None = None) -> AskOutcome:
         """Answer, streaming to `on_token`. Ctrl-C cancels the stream and returns what came
         (`result.cancelled`); a missing or failing provider is the outcome's `error`."""
         ...

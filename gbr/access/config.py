@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gbr.access.local import LocalSettings
-from gbr.core.embed.cache import CacheConfig, cache_config
+from gbr.core.embed.cache_config import CacheConfig, cache_config
 from gbr.core.embed.device import DEVICE_ENV, check_device
 from gbr.core.settings import Settings, load_settings
 from gbr.core.sizes import option_size

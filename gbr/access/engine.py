@@ -19,7 +19,7 @@ from gbr.core.store.postings_memory import SERVING_BUDGET
 
 if TYPE_CHECKING:
     from gbr.actors.pipeline import IndexOptions
-    from gbr.core.embed.cache import CacheConfig
+    from gbr.core.embed.cache_config import CacheConfig
     from gbr.core.embed.embedder import Embedder
     from gbr.core.records import Hit
     from gbr.core.store.facade import Store

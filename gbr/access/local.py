@@ -22,8 +22,7 @@ from gbr.access.discovery import lock_held
 from gbr.access.requests import AskRequest, SearchRequest
 from gbr.core.errors import DaemonError, IndexBusyError, StoreError
 from gbr.core.paths import default_db, package_root
-from gbr.core.rank.search import Filter, Ranking, Searcher
-from gbr.core.records import NO_FILTER
+from gbr.core.rank.search import Ranking, Searcher
 from gbr.core.sizes import DEFAULT_MAX_BYTES
 from gbr.core.store.facade import status_report
 from gbr.core.store.snapshot import open_for_reading
@@ -38,10 +37,9 @@ if TYPE_CHECKING:
     from gbr.actors.oracle import AskQuestion
     from gbr.actors.supervisor import Supervisor
     from gbr.core.answer.oracle import Answer, AskOptions, AskOutcome, Oracle, TokenSink
-    from gbr.core.embed.cache import CacheConfig
+    from gbr.core.embed.cache_config import CacheConfig
     from gbr.core.embed.embedder import OnnxEmbedder
-    from gbr.core.llm import Message
-    from gbr.core.records import IndexSummary, Mode, ProgressCallback
+    from gbr.core.records import IndexSummary, ProgressCallback
     from gbr.core.store.facade import Store
 
 
@@ -213,10 +211,8 @@ class LocalIndex:
             store.close()
             self._held = None
 
-    def search(
-        self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
-    ) -> Found:
-        request = SearchRequest(query, k, mode, NO_FILTER if where is None else where).check()
+    def search(self, request: SearchRequest) -> Found:
+        request.check()
         with contextlib.ExitStack() as stack:
             return engine.search(self._open_for_reading(stack), request)
 
@@ -247,21 +243,13 @@ class LocalIndex:
         finally:
             provider.close()
 
-    def ask(
-        self,
-        question: str,
-        options: AskOptions,
-        llm: LlmChoice | None = None,
-        history: Sequence[Message] = (),
-        on_token: TokenSink | None = None,
-    ) -> AskOutcome:
+    def ask(self, request: AskRequest, on_token: TokenSink | None = None) -> AskOutcome:
         """Answer through an Oracle actor made for this question, from the provider and
         reranker `llm` resolves to (a chat keeps those between questions)."""
         from gbr.actors.oracle import AskQuestion, ask_once
         from gbr.core.answer.oracle import outcome_of
 
-        llm = LlmChoice() if llm is None else llm
-        AskRequest(question, options, llm, history).check()
+        question, options, llm, history = request.check().parts()
         answering = self._answering_for(llm, options)
         try:
             with contextlib.ExitStack() as reading:

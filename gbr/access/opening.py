@@ -140,11 +140,29 @@ class Package:
         remove_aside(aside.path)
 
     def local(
-        self, model_dir: Path | None = None, *, follow_outside_links: bool = False
+        self,
+        model_dir: Path | None = None,
+        *,
+        follow_outside_links: bool = False,
+        keep_open: bool = False,
+        serving: bool = False,
+        cancel_on_ctrl_c: bool = False,
+        queries_only: bool = False,
     ) -> LocalIndex:
         """The index in this process, configured as the package says; a front door that
-        picks per call between it and a daemon (MCP) takes this."""
-        settings = self.config.local_settings(follow_outside_links=follow_outside_links)
+        picks per call between it and a daemon (MCP, chat) takes this.
+
+        `queries_only`: the process embeds a query or a few and never indexes, so the model
+        runs on the CPU with its weights as they are (repacking them for a device pays only
+        over a run: gbr.core.embed.embedder.onnx_session)."""
+        settings = self.config.local_settings(
+            follow_outside_links=follow_outside_links,
+            keep_open=keep_open,
+            serving=serving,
+            cancel_on_ctrl_c=cancel_on_ctrl_c,
+        )
+        if queries_only:
+            return open_local(settings, self.config.env, model_dir, "cpu", prepack=serving)
         return open_local(settings, self.config.env, model_dir, self.config.device)
 
     @contextlib.contextmanager
@@ -152,16 +170,29 @@ class Package:
         self,
         model_dir: Path | None = None,
         *,
-        follow_outside_links: bool = False,
         on_stale: StaleNote | None = None,
+        follow_outside_links: bool = False,
+        keep_open: bool = False,
+        serving: bool = False,
+        queries_only: bool = False,
     ) -> Iterator[tuple[CodeIndex, LocalIndex]]:
         """The daemon serving the index, else this process (and the local index either
-        way, for what only it can do), for the length of one command."""
+        way, for what only it can do), for the length of one command; the local index is
+        closed after it."""
         from gbr.access.choose import chosen
 
-        local = self.local(model_dir, follow_outside_links=follow_outside_links)
-        with chosen(local, on_stale) as index:
-            yield index, local
+        local = self.local(
+            model_dir,
+            follow_outside_links=follow_outside_links,
+            keep_open=keep_open,
+            serving=serving,
+            queries_only=queries_only,
+        )
+        try:
+            with chosen(local, on_stale) as index:
+                yield index, local
+        finally:
+            local.close()
 
 
 def find_package(db: Path | None, env: Mapping[str, str], cwd: Path) -> Package:
@@ -174,6 +205,18 @@ def find_package(db: Path | None, env: Mapping[str, str], cwd: Path) -> Package:
     db_path = db if db is not None else find_index(cwd, env)
     root = db_path.parent.parent
     return Package(root, db_path, package_config(root, db_path, env))
+
+
+def index_file_here(env: Mapping[str, str], cwd: Path) -> Path:
+    """The index found from `cwd` upward, else the one the package at `cwd` would get: the
+    folder whose settings file `gleambrctl settings` reads and writes, index or not."""
+    from gbr.core.errors import ConfigError
+    from gbr.core.paths import default_db, find_index, package_root
+
+    try:
+        return find_index(cwd, env)
+    except ConfigError:
+        return default_db(package_root(cwd))
 
 
 def open_package(

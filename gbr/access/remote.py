@@ -9,18 +9,16 @@ the outcome's `error`, and (for a chat) Ctrl-C cancels a stream.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gbr.access.base import Found, LlmChoice
 from gbr.access.client import DaemonClient, ask_body, bounded_history
-from gbr.core.answer.oracle import Answer, AskOptions, AskOutcome, TokenSink
+from gbr.access.requests import AskRequest, SearchRequest
+from gbr.core.answer.oracle import Answer, AskOutcome, TokenSink
 from gbr.core.errors import ConfigError, MissingKeyError
-from gbr.core.llm import Message
-from gbr.core.rank.search import Filter
-from gbr.core.records import IndexSummary, Mode, Progress, ProgressCallback
+from gbr.core.records import IndexSummary, Progress, ProgressCallback
 
 
 class RemoteIndex:
@@ -48,14 +46,12 @@ class RemoteIndex:
         pass, searches say to wait)."""
         return True
 
-    def search(
-        self, query: str, k: int, mode: Mode = "hybrid", where: Filter | None = None
-    ) -> Found:
-        where = Filter() if where is None else where
+    def search(self, request: SearchRequest) -> Found:
+        where = request.check().where
         body = {
-            "query": query,
-            "k": k,
-            "mode": mode,
+            "query": request.query,
+            "k": request.k,
+            "mode": request.mode,
             "path": where.path,
             "module": where.module,
             "kinds": list(where.kinds),
@@ -63,16 +59,9 @@ class RemoteIndex:
         }
         return Found.from_dict(self._client.search(body))
 
-    def ask(
-        self,
-        question: str,
-        options: AskOptions,
-        llm: LlmChoice | None = None,
-        history: Sequence[Message] = (),
-        on_token: TokenSink | None = None,
-    ) -> AskOutcome:
+    def ask(self, request: AskRequest, on_token: TokenSink | None = None) -> AskOutcome:
         """The daemon's answer; `llm.timeout` and `llm.reranker` are the daemon's own."""
-        llm = LlmChoice() if llm is None else llm
+        question, options, llm, history = request.check().parts()
         sent = bounded_history(history)
         body = ask_body(question, options, llm.provider, llm.model)
         parts: list[str] = []

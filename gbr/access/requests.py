@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gbr.access.base import LlmChoice
 from gbr.core.errors import ConfigError
 from gbr.core.records import MODES, NO_FILTER, Mode, SearchFilter
 
@@ -32,6 +31,16 @@ MAX_FILTER_CHARS = 4096  # a path or module filter
 MAX_KINDS = 16  # kinds in one filter (there are six; repeats are harmless)
 MAX_PROVIDER_CHARS = 100
 MAX_MODEL_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class LlmChoice:
+    """Which provider, model and reranker answer; None means the configured default."""
+
+    provider: str | None = None
+    model: str | None = None
+    timeout: float | None = None  # seconds per LLM request; a daemon keeps its own
+    reranker: str | None = None  # what `--rerank` uses (see `ask_reranker_spec`)
 
 
 def _check_text(text: str, what: str, empty: str) -> None:
@@ -94,3 +103,6 @@ class AskRequest:
         if len(self.llm.model or "") > MAX_MODEL_CHARS:
             raise ConfigError(f"the model name is over {MAX_MODEL_CHARS} characters")
         return self
+
+    def parts(self) -> tuple[str, AskOptions, LlmChoice, Sequence[Message]]:
+        return self.question, self.options, self.llm, self.history

@@ -31,7 +31,8 @@ from gbr.actors.messages import (
 from gbr.actors.pykka_gaps import inbox_empty
 from gbr.actors.stages import EmbedderActor, ParserActor, WalkerActor, WriterActor
 from gbr.actors.supervisor import RestartPolicy, Supervisor, describe
-from gbr.core.embed.cache import CacheConfig, EmbedCache
+from gbr.core.embed.cache import EmbedCache
+from gbr.core.embed.cache_config import CacheConfig
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.parse.chunk_text import DEFAULT_EMBED_FORMAT, chunk_budget

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from gbr.access import CodeIndex, LlmChoice
+from gbr.access.requests import AskRequest, SearchRequest
 from gbr.chat import commands, render
 from gbr.chat.commands import Command, Question, UsageError
 from gbr.chat.render import Views
@@ -131,7 +132,9 @@ class ChatSession:
             self._ask(arg, with_history=False)
         elif name == "search":
             self._need_index()
-            self.last_hits = list(self.backend.search(arg, self.settings.search_k).hits)
+            self.last_hits = list(
+                self.backend.search(SearchRequest(arg, self.settings.search_k)).hits
+            )
             self.views.print_hits(self.last_hits)
         elif name == "open":
             self._open(arg)
@@ -166,13 +169,8 @@ class ChatSession:
         self._streamed = False
         history = tuple(self.history) if with_history else ()
         self._need_index()
-        outcome = self.backend.ask(
-            question,
-            self.settings.ask_options(),
-            self.settings.llm,
-            history=history,
-            on_token=self._token,
-        )
+        asked = AskRequest(question, self.settings.ask_options(), self.settings.llm, history)
+        outcome = self.backend.ask(asked, on_token=self._token)
         assert outcome.result is not None
         answer = outcome.result
         self._end_stream()

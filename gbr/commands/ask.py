@@ -11,14 +11,7 @@ import typer
 from rich.markup import escape
 
 from gbr.access.requests import MAX_BUDGET, MIN_BUDGET
-from gbr.commands.common import (
-    err,
-    errors,
-    find_db,
-    local_index,
-    note_stale,
-    package_settings,
-)
+from gbr.commands.common import err, errors, note_stale
 from gbr.commands.options import (
     DbOption,
     DebugOption,
@@ -100,7 +93,9 @@ def ask(
         import os
         from dataclasses import replace
 
-        from gbr.access import LlmChoice, LocalSettings, chosen
+        from gbr.access import LlmChoice
+        from gbr.access.opening import find_package
+        from gbr.access.requests import AskRequest
         from gbr.core.answer.limits import answer_cap, answer_deadline
         from gbr.core.answer.oracle import AskOptions
         from gbr.core.rank.priors import parse_test_policy
@@ -108,8 +103,9 @@ def ask(
         if tests is not None:
             parse_test_policy(tests)
         limits = answer_deadline(os.environ, deadline, timeout), answer_cap(os.environ, max_answer)
-        db_path = command.db = find_db(db)
-        policy = parse_test_policy(tests or package_settings(db_path).tests or "demote")
+        package = find_package(db, os.environ, Path.cwd())
+        command.db = package.db
+        policy = parse_test_policy(tests or package.config.settings.tests or "demote")
         options = AskOptions(
             max_chunks=k, budget=budget, rerank=rerank, hyde=hyde, dry_run=dry_run, tests=policy
         )
@@ -117,12 +113,11 @@ def ask(
         if graph_context is not None:
             options = replace(options, graph_context=graph_context)
         llm = LlmChoice(provider, model, timeout, reranker)
-        local = local_index(LocalSettings(db_path.parent.parent, db_path), model_dir)
-        with chosen(local, note_stale) as index:
+        with package.index(model_dir, on_stale=note_stale, queries_only=True) as (index, _):
             if index.via is not None and (reranker is not None or timeout is not None):
                 err.print("[dim]note: --reranker and --timeout are the daemon's own settings[/dim]")
             on_token = None if json_out or dry_run else _print_token
-            outcome = index.ask(question, options, llm, on_token=on_token)
+            outcome = index.ask(AskRequest(question, options, llm), on_token=on_token)
             root = index.root
         if not json_out and outcome.answer["provider"] is not None:
             sys.stdout.write("\n")  # after the streamed answer

@@ -4,23 +4,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from gbr.access.requests import MAX_BUDGET, MIN_BUDGET
 from gbr.commands.common import (
-    configure,
     err,
     errors,
-    local_index,
     note_stale,
     out,
-    package_root,
     print_hits,
     print_summary,
     progress_bar,
-    start_telemetry,
+    warn,
 )
 from gbr.commands.options import (
     DbOption,
@@ -32,9 +29,6 @@ from gbr.commands.options import (
     ProviderOption,
     RerankOption,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 def chat(
@@ -66,20 +60,22 @@ def chat(
     When `gleambrctl serve` runs for the package, the chat goes through that daemon.
     """
     with errors(debug):
-        from gbr.access import choose
-        from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
-        from gbr.core.paths import default_db
+        import os
 
-        root = package_root(path).resolve()
-        config = configure(root, db or default_db(root))
-        local_settings = config.local_settings(keep_open=True, cancel_on_ctrl_c=True, serving=True)
-        # A daemon serving the index owns it (DuckDB lets no one else in): go through it.
-        backend = choose(local_index(local_settings, model_dir, config.device), note_stale)
+        from gbr.access import choose
+        from gbr.access.opening import open_package, start_events
+        from gbr.chat import ChatSession, ChatSettings, Views, run_interactive, run_piped
+
+        package = open_package(path, db, os.environ)
+        local = package.local(model_dir, keep_open=True, cancel_on_ctrl_c=True, serving=True)
+        # A daemon serving the index owns it (DuckDB lets no one else in): go through it;
+        # the chat asks again for each turn (gbr.chat.session), so this is its first backend.
+        backend = choose(local, note_stale)
         if backend.via is not None:
             if timeout is not None:
                 err.print("[dim]note: --timeout is the daemon's own setting[/dim]")
         else:
-            start_telemetry(backend.db)
+            start_events(backend.db, warn)
         views = Views(print_hits, print_summary, lambda: progress_bar(err.is_terminal))
         settings = ChatSettings(
             provider=provider,
@@ -93,7 +89,7 @@ def chat(
         session = ChatSession(backend, out, views, settings, debug=debug)
         try:
             if sys.stdin.isatty() and sys.stdout.isatty():
-                code = run_interactive(session, root / ".gbr" / "chat_history")
+                code = run_interactive(session, package.root / ".gbr" / "chat_history")
             else:
                 code = run_piped(session, sys.stdin)
         finally:

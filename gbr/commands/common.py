@@ -18,13 +18,11 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from gbr.access import LocalIndex, LocalSettings
     from gbr.access.config import PackageConfig
     from gbr.access.discovery import DaemonInfo
     from gbr.core.embed.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary, Progress
-    from gbr.core.settings import Settings
 
 # soft_wrap: piped output keeps long lines whole instead of breaking them at 80 columns (an
 # error is one line). emoji off: file names and reasons are the user's text, and `:x:` in
@@ -137,25 +135,6 @@ def configure(
     )
 
 
-def find_db(db: Path | None) -> Path:
-    """--db, else the nearest `.gbr/index.duckdb` upwards, with ceilings (gbr.core.paths)."""
-    from gbr.core.paths import find_index
-
-    return db if db is not None else find_index(Path.cwd(), os.environ)
-
-
-def local_index(
-    settings: LocalSettings, model_dir: Path | None, device: str = "cpu", prepack: bool = True
-) -> LocalIndex:
-    """The index in this process, its model loaded on first use; `gbr.access.chosen` then
-    hands a command the daemon serving the index instead, when one runs (DuckDB then lets
-    only it in), with a note when a dead daemon's discovery file was removed. `prepack`:
-    see load_model."""
-    from gbr.access.opening import open_local
-
-    return open_local(settings, os.environ, model_dir, device, prepack)
-
-
 def note_stale(info: DaemonInfo | None, why: str) -> None:
     """Tell the user (on stderr) about a dead daemon's discovery file that was removed."""
     from gbr.access.discovery import describe_stale
@@ -235,12 +214,6 @@ def print_summary(s: IndexSummary) -> None:
             f"no .gleam files under {s.root} (hidden folders, build/ and ignored files are "
             "skipped); pass the path of a Gleam package"
         )
-
-
-def package_settings(db_path: Path) -> Settings:
-    from gbr.core.settings import load_settings
-
-    return load_settings(db_path.parent)
 
 
 def print_hits(hits: list[Hit]) -> None:

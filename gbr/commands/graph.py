@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from gbr.commands.common import err, errors, find_db, local_index, note_stale, out
+from gbr.commands.common import err, errors, note_stale, out
 from gbr.commands.options import DbOption, DebugOption, JsonOption
 from gbr.core.graph.model import MAX_DEPTH
 
@@ -107,13 +107,15 @@ def graph(
 
 def _ask(op: str, name: str | None, depth: int, db: Path | None, debug: bool) -> Any:
     """The answer through the index's CodeIndex: the daemon serving it, else this process."""
-    from gbr.access import LocalSettings, chosen
+    import os
+
+    from gbr.access.opening import find_package
     from gbr.commands.output import stamped
 
     with errors(debug) as command:
-        db_path = command.db = find_db(db)
-        local = local_index(LocalSettings(db_path.parent.parent, db_path), None)
-        with chosen(local, note_stale) as index:
+        package = find_package(db, os.environ, Path.cwd())
+        command.db = package.db
+        with package.index(on_stale=note_stale, queries_only=True) as (index, _):
             data = index.graph(op, name, depth)
             root = index.indexed_root()
         return stamped(data, root)

@@ -12,16 +12,7 @@ import typer
 from rich.markup import escape
 
 from gbr.access.requests import MAX_SEARCH_K
-from gbr.commands.common import (
-    embedding_note,
-    err,
-    errors,
-    find_db,
-    local_index,
-    note_stale,
-    package_settings,
-    print_hits,
-)
+from gbr.commands.common import embedding_note, err, errors, note_stale, print_hits
 from gbr.commands.options import (
     MODE_HELP,
     DbOption,
@@ -75,7 +66,9 @@ def search(
 ) -> None:
     """Search the index: dense vectors and BM25, fused (see --mode for what the score means)."""
     with errors(debug) as command:
-        from gbr.access import LocalSettings, chosen
+        import os
+
+        from gbr.access.opening import find_package
         from gbr.access.requests import SearchRequest
         from gbr.commands.output import stamped
         from gbr.core.errors import ConfigError
@@ -93,36 +86,29 @@ def search(
         if tests is not None:
             parse_test_policy(tests)  # a bad value is bad usage, before any index is looked for
         SearchRequest(query).check()  # before any index is looked for: exit 2
-        db_path = command.db = find_db(db)
-        settings = package_settings(db_path)
+        package = find_package(db, os.environ, Path.cwd())
+        db_path = command.db = package.db
+        settings = package.config.settings
         k = k or settings.k or 10
         mode = mode or settings.mode or "hybrid"
         policy = parse_test_policy(tests or settings.tests or "demote")
         where = Filter(path=in_path, module=module, kinds=tuple(kind or ()), tests=policy)
         # Kept open for all the queries of `search -`, as one search would; those serve
         # many queries, and hold the BM25 postings too (gbr.access.engine.open_searcher).
-        local = local_index(
-            LocalSettings(db_path.parent.parent, db_path, keep_open=True, serving=query == "-"),
-            model_dir,
-            # One query: the model's weights are used as they are rather than repacked
-            # for a run or two (gbr.core.embed.embedder.onnx_session).
-            prepack=query == "-",
-        )
-        with chosen(local, note_stale) as index:
-            try:
-                root = index.indexed_root()
-                if query == "-":
-                    for line in _stdin_lines():
-                        if line.strip():
-                            SearchRequest(line.strip()).check()
-                            found = index.search(line.strip(), k, mode, where)  # type: ignore[arg-type]
-                            sys.stdout.write(json.dumps(stamped(found.as_dict(), root)) + "\n")
-                            sys.stdout.flush()
-                    return
-                found = index.search(query, k, mode, where)  # type: ignore[arg-type]
-                via = index.via
-            finally:
-                local.close()
+        many = query == "-"
+        with package.index(
+            model_dir, on_stale=note_stale, keep_open=True, serving=many, queries_only=True
+        ) as (index, _):
+            root = index.indexed_root()
+            if many:
+                for line in _stdin_lines():
+                    if line.strip():
+                        found = index.search(SearchRequest(line.strip(), k, mode, where))  # type: ignore[arg-type]
+                        sys.stdout.write(json.dumps(stamped(found.as_dict(), root)) + "\n")
+                        sys.stdout.flush()
+                return
+            found = index.search(SearchRequest(query, k, mode, where))  # type: ignore[arg-type]
+            via = index.via
         _render_search(stamped(found.as_dict(), root), root, json_out, vimgrep)
         if mode != "bm25" and (
             note := embedding_note(found.as_dict().get("embedded"), db_path, via)

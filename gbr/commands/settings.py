@@ -10,13 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.markup import escape
 
-from gbr.commands.common import (
-    errors,
-    find_db,
-    out,
-    package_root,
-    warn,
-)
+from gbr.commands.common import errors, out, warn
 from gbr.commands.options import (
     DbOption,
     DebugOption,
@@ -90,10 +84,8 @@ def settings_command(
 
 def _settings_db() -> Path:
     """The index found from here upward, else the one this folder's package would get."""
-    from gbr.core.errors import ConfigError
-    from gbr.core.paths import default_db
+    import os
 
-    try:
-        return find_db(None)
-    except ConfigError:
-        return default_db(package_root(Path(".")))
+    from gbr.access.opening import index_file_here
+
+    return index_file_here(os.environ, Path.cwd())

@@ -19,7 +19,7 @@ from gbr.commands.options import (
 from gbr.core.embed.model_files import DEFAULT_MODEL_ID, outdated_default_model
 
 if TYPE_CHECKING:
-    from gbr.core.embed.cache import CacheConfig
+    from gbr.core.embed.cache_config import CacheConfig
 
 
 def status(

@@ -31,18 +31,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gbr import __version__
+from gbr.access import request_fields as field
 from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, PROVIDER_ENV_HEADER
-from gbr.access.requests import (
-    MAX_ASK_K,
-    MAX_BUDGET,
-    MAX_FILTER_CHARS,
-    MAX_KINDS,
-    MAX_MODEL_CHARS,
-    MAX_PROVIDER_CHARS,
-    MAX_QUERY_CHARS,
-    MAX_SEARCH_K,
-    MIN_BUDGET,
-)
+from gbr.access.requests import MAX_MODEL_CHARS, MAX_PROVIDER_CHARS
 from gbr.core.answer.limits import (
     DEFAULT_DEADLINE,
     DEFAULT_MAX_ANSWER,
@@ -60,9 +51,9 @@ from gbr.core.errors import (
     SupervisionError,
 )
 from gbr.core.llm.base import Message as ChatMessage
-from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
+from gbr.core.rank.priors import DEFAULT_TEST_POLICY
 from gbr.core.rank.search import Filter
-from gbr.core.records import ChunkKind, Mode
+from gbr.core.records import Mode
 from gbr.core.telemetry import log
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.graph_routes import add_graph_routes
@@ -93,17 +84,13 @@ class ErrorBody(BaseModel):
 class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(
-        min_length=1, max_length=MAX_QUERY_CHARS, description="Words or an identifier."
-    )
-    k: int = Field(10, ge=1, le=MAX_SEARCH_K, description="Hits to return.")
+    query: field.QueryText
+    k: field.SearchK = 10
     mode: Mode = "hybrid"
-    path: str | None = Field(None, max_length=MAX_FILTER_CHARS, description="Path prefix or glob.")
-    module: str | None = Field(
-        None, max_length=MAX_FILTER_CHARS, description="Module and its submodules."
-    )
-    kinds: list[ChunkKind] = Field(default_factory=list, max_length=MAX_KINDS)
-    tests: TestPolicy = Field(DEFAULT_TEST_POLICY, description=TEST_POLICY_HELP)
+    path: field.PathFilter = None
+    module: field.ModuleFilter = None
+    kinds: field.KindsFilter = []
+    tests: field.Tests = DEFAULT_TEST_POLICY
 
 
 class IndexRequest(BaseModel):
@@ -153,15 +140,13 @@ class HistoryMessage(BaseModel):
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    k: int = Field(8, ge=1, le=MAX_ASK_K, description="Most chunks to send.")
-    budget: int = Field(
-        3000, ge=MIN_BUDGET, le=MAX_BUDGET, description="Context budget, in tokens."
-    )
+    question: field.QuestionText
+    k: field.AskK = 8
+    budget: field.Budget = 3000
     rerank: bool = False
     hyde: bool | None = None
     dry_run: bool = False
-    tests: TestPolicy = Field(DEFAULT_TEST_POLICY, description=TEST_POLICY_HELP)
+    tests: field.Tests = DEFAULT_TEST_POLICY
     graph_context: bool = Field(
         AskOptions().graph_context,
         description="Add the signatures of what the chosen chunks call or use.",
@@ -178,8 +163,8 @@ class AskRequest(BaseModel):
         le=MAX_MAX_ANSWER,
         description="Largest answer (UTF-8 bytes); past it the answer stops with an error.",
     )
-    provider: str | None = Field(None, max_length=MAX_PROVIDER_CHARS)
-    model: str | None = Field(None, max_length=MAX_MODEL_CHARS)
+    provider: field.ProviderName = None
+    model: field.ModelName = None
     stream: bool = Field(True, description="Server-sent events: token..., answer[, error].")
     history: list[HistoryMessage] = Field(
         default_factory=list,

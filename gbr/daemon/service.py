@@ -38,7 +38,7 @@ from gbr.core.answer.oracle import (
     TokenSink,
     outcome_of,
 )
-from gbr.core.embed.cache import CacheConfig
+from gbr.core.embed.cache_config import CacheConfig
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.environ import NO_ENV
 from gbr.core.errors import (

@@ -38,25 +38,16 @@ from pydantic import Field, ValidationError
 
 from gbr import __version__
 from gbr.access import CodeIndex, Found, LlmChoice, LocalIndex, chosen
+from gbr.access import request_fields as field
 from gbr.access.choose import StaleNote
-from gbr.access.requests import (
-    MAX_ASK_K,
-    MAX_BUDGET,
-    MAX_FILTER_CHARS,
-    MAX_KINDS,
-    MAX_MODEL_CHARS,
-    MAX_PROVIDER_CHARS,
-    MAX_QUERY_CHARS,
-    MAX_SEARCH_K,
-    MIN_BUDGET,
-)
+from gbr.access.requests import AskRequest, SearchRequest
 from gbr.core.answer.limits import answer_cap, answer_deadline
 from gbr.core.answer.oracle import AskOptions
 from gbr.core.answer.prompt import render_chunk
 from gbr.core.errors import GbrError, IndexEmptyError
-from gbr.core.rank.priors import DEFAULT_TEST_POLICY, TEST_POLICY_HELP, TestPolicy
+from gbr.core.rank.priors import DEFAULT_TEST_POLICY
 from gbr.core.rank.search import Filter
-from gbr.core.records import ChunkKind, Hit, Mode, Progress
+from gbr.core.records import Hit, Mode, Progress
 from gbr.core.store.facade import damaged
 from gbr.mcp.arguments import PlainErrorsServer
 from gbr.mcp.graph_tools import add_graph_tools
@@ -97,66 +88,40 @@ def build_server(
 
     @server.tool(annotations=READ_ONLY)
     def search_code(
-        query: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=MAX_QUERY_CHARS,
-                description="Words (`parse an isbn`) or an identifier (`isbn.parse`).",
-            ),
-        ],
-        k: Annotated[int, Field(ge=1, le=MAX_SEARCH_K, description="How many hits.")] = 8,
+        query: field.QueryText,
+        k: field.SearchK = 8,
         mode: Annotated[
             Mode,
             Field(description="hybrid fuses meaning (dense) and words (bm25)."),
         ] = "hybrid",
-        path: Annotated[
-            str | None,
-            Field(max_length=MAX_FILTER_CHARS, description="Only files under this prefix or glob."),
-        ] = None,
-        module: Annotated[
-            str | None,
-            Field(max_length=MAX_FILTER_CHARS, description="Only this module and its submodules."),
-        ] = None,
-        kinds: Annotated[
-            list[ChunkKind], Field(max_length=MAX_KINDS, description="Only these kinds.")
-        ] = [],  # noqa: B006 - pydantic copies defaults
-        tests: Annotated[TestPolicy, Field(description=TEST_POLICY_HELP)] = DEFAULT_TEST_POLICY,
+        path: field.PathFilter = None,
+        module: field.ModuleFilter = None,
+        kinds: field.KindsFilter = [],  # noqa: B006 - pydantic copies defaults
+        tests: field.Tests = DEFAULT_TEST_POLICY,
     ) -> CallToolResult:
         """Find code in the indexed Gleam package; returns each hit's code with path:line."""
         where = Filter(path=path, module=module, kinds=tuple(kinds), tests=tests)
         with index_for_call() as index:
-            found = index.search(query, k, mode, where)
+            found = index.search(SearchRequest(query, k, mode, where))
             via = index.via or IN_PROCESS
         return _result(_hits_text(found, via), found.as_dict())
 
     @server.tool()
     def ask_codebase(
-        question: Annotated[
-            str,
-            Field(
-                min_length=1, max_length=MAX_QUERY_CHARS, description="A question about the code."
-            ),
-        ],
-        k: Annotated[int, Field(ge=1, le=MAX_ASK_K, description="Most chunks to send.")] = 8,
-        budget: Annotated[
-            int, Field(ge=MIN_BUDGET, le=MAX_BUDGET, description="Context budget, in tokens.")
-        ] = 3000,
+        question: field.QuestionText,
+        k: field.AskK = 8,
+        budget: field.Budget = 3000,
         rerank: Annotated[bool, Field(description="Fetch 30 candidates and rerank.")] = False,
         hyde: Annotated[
             bool | None,
             Field(description="Also search with a hypothetical snippet (default: automatic)."),
         ] = None,
-        provider: Annotated[
-            str | None, Field(max_length=MAX_PROVIDER_CHARS, description="groq, gemini or openai.")
-        ] = None,
-        model: Annotated[
-            str | None, Field(max_length=MAX_MODEL_CHARS, description="The model.")
-        ] = None,
+        provider: field.ProviderName = None,
+        model: field.ModelName = None,
         dry_run: Annotated[
             bool, Field(description="Return the prompt that would be sent; call no LLM.")
         ] = False,
-        tests: Annotated[TestPolicy, Field(description=TEST_POLICY_HELP)] = DEFAULT_TEST_POLICY,
+        tests: field.Tests = DEFAULT_TEST_POLICY,
     ) -> CallToolResult:
         """Answer a question from the package's code with path:line citations (calls an LLM)."""
         options = AskOptions(
@@ -170,7 +135,7 @@ def build_server(
             max_answer_bytes=answer_cap(os.environ),
         )
         with index_for_call() as index:
-            outcome = index.ask(question, options, LlmChoice(provider, model))
+            outcome = index.ask(AskRequest(question, options, LlmChoice(provider, model)))
         data = outcome.answer
         if outcome.error is not None:
             text = f"error: {outcome.error}\n\nThe context that was retrieved:\n\n" + _chunks_text(

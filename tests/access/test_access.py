@@ -12,6 +12,7 @@ import pytest
 
 from gbr.access import Found, LocalIndex, LocalSettings, RemoteIndex, choose, chosen
 from gbr.access.discovery import DaemonInfo, discovery_path, write_discovery
+from gbr.access.requests import AskRequest, SearchRequest
 from gbr.core.answer.oracle import Answer, AskOptions
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import StoreError
@@ -67,17 +68,19 @@ def test_found_iterates_its_hits_and_round_trips_the_search_json(
     try:
         summary = local.index()
         assert summary.files_indexed == 5
-        found = local.search("check that an ISBN is valid", 3)
+        found = local.search(SearchRequest("check that an ISBN is valid", 3))
         assert [hit.rank for hit in found] == [1, 2, 3] and len(found) == 3
         assert Found.from_dict(found.as_dict()).as_dict() == found.as_dict()
         assert "hint" not in found.as_dict()
         # A filter with no restriction but its test policy is passed as given.
         query = "parse an isbn and check the round trip"
-        included = [h.path for h in local.search(query, 40, where=Filter(tests="include"))]
-        demoted = [h.path for h in local.search(query, 40)]
+        included = [
+            h.path for h in local.search(SearchRequest(query, 40, where=Filter(tests="include")))
+        ]
+        demoted = [h.path for h in local.search(SearchRequest(query, 40))]
         test_file = "test/isbn_test.gleam"
         assert included.index(test_file) < demoted.index(test_file)
-        empty = local.search("isbn", 3, "bm25", Filter(module="bookshelf/isbnn"))
+        empty = local.search(SearchRequest("isbn", 3, "bm25", Filter(module="bookshelf/isbnn")))
         assert not empty.hits and empty.hint is not None
         assert empty.hint.startswith("no chunk is in module bookshelf/isbnn; modules here:")
         assert empty.as_dict()["hint"] == empty.hint
@@ -95,9 +98,9 @@ def test_a_kept_open_index_lets_go_to_index_and_sees_the_new_content(
         added = small_example / "src" / "bookshelf" / "shelf_extra.gleam"
         added.write_text("/// Count the shelves.\npub fn shelf_count_extra() -> Int {\n  3\n}\n")
         assert local.index().files_indexed == 1  # the held file was let go for the writer
-        names = [hit.name for hit in local.search("shelf_count_extra", 5, "bm25")]
+        names = [hit.name for hit in local.search(SearchRequest("shelf_count_extra", 5, "bm25"))]
         assert "shelf_count_extra" in names
-        dry = local.ask("how are shelves counted?", AskOptions(dry_run=True))
+        dry = local.ask(AskRequest("how are shelves counted?", AskOptions(dry_run=True)))
         assert dry.exit_code == 0 and dry.result is not None and dry.result.chunks
         assert dry.answer["prompt"][0]["role"] == "system"
     finally:

@@ -21,6 +21,7 @@ import pytest
 from gbr.access import LlmChoice
 from gbr.access import RemoteIndex as DaemonBackend
 from gbr.access.client import HISTORY_MAX_CHARS, HISTORY_MAX_MESSAGES, DaemonClient, bounded_history
+from gbr.access.requests import AskRequest, SearchRequest
 from gbr.core.answer.oracle import Answer, AskOptions
 from gbr.core.errors import ConfigError, MissingKeyError
 from gbr.core.llm import Message
@@ -261,7 +262,7 @@ def backend(daemon: RunningDaemon) -> Iterator[DaemonBackend]:
 def test_backend_search_gives_back_the_hits_the_daemon_sent(
     backend: DaemonBackend, daemon: RunningDaemon
 ) -> None:
-    hits = backend.search("check that an ISBN is valid", 3)
+    hits = backend.search(SearchRequest("check that an ISBN is valid", 3))
     assert [h.rank for h in hits] == [1, 2, 3]
     sent = daemon.search("check that an ISBN is valid", k=3)["results"]
     assert [h.as_dict() for h in hits] == sent
@@ -291,9 +292,8 @@ def test_backend_index_reports_progress_at_the_start_and_the_end(
 
 def test_backend_dry_run_answer_round_trips_with_its_history(backend: DaemonBackend) -> None:
     history = [Message("user", "what is an isbn"), Message("assistant", "A book number.")]
-    answer = backend.ask(
-        "and how is it checked", AskOptions(dry_run=True), LlmChoice(), history, print
-    ).result
+    asked = AskRequest("and how is it checked", AskOptions(dry_run=True), LlmChoice(), history)
+    answer = backend.ask(asked, print).result
     assert answer is not None
     assert [m.role for m in answer.messages] == ["system", "user", "assistant", "user"]
     assert answer.messages[1:3] == history

@@ -18,7 +18,8 @@ import pytest
 from gbr.actors import pipeline
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embed import cache as embed_cache
-from gbr.core.embed.cache import CacheConfig, EmbedCache, cache_config, describe
+from gbr.core.embed.cache import EmbedCache, describe
+from gbr.core.embed.cache_config import CacheConfig, cache_config
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError
 from gbr.core.store.facade import Store
@@ -257,7 +258,8 @@ WRITER = textwrap.dedent(
     from pathlib import Path
     sys.path.insert(0, sys.argv[1])
     from tests.core.test_embed_cache import DIM, fake_vector, keys
-    from gbr.core.embed.cache import CacheConfig, EmbedCache
+    from gbr.core.embed.cache import EmbedCache
+    from gbr.core.embed.cache_config import CacheConfig
 
     path, name, go = Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
     warnings = []

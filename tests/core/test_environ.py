@@ -10,7 +10,7 @@ import pytest
 
 import gbr
 from gbr.core import environ
-from gbr.core.embed.cache import cache_config
+from gbr.core.embed.cache_config import cache_config
 from gbr.core.embed.onnx_graphs import kept_folder
 from gbr.core.environ import OFF_WORDS, VARIABLES, gbr_home, is_off
 from gbr.core.llm.config import config_path

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from gbr.actors.pipeline import IndexOptions, run_index
-from gbr.core.embed.cache import CacheConfig, EmbedCache, describe
+from gbr.core.embed.cache import EmbedCache, describe
+from gbr.core.embed.cache_config import CacheConfig
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.rank.search import Ranking, Searcher
 from gbr.core.rank.second_opinion import (

@@ -10,7 +10,8 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from gbr.core.embed.cache import EmbedCache, cache_config
+from gbr.core.embed.cache import EmbedCache
+from gbr.core.embed.cache_config import cache_config
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.parse.chunk_text import embed_key
 from gbr.core.rank.second_opinion import (

@@ -29,15 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from gbr.core.environ import EMBED_CACHE, EMBED_CACHE_SIZE
-from gbr.core.errors import ConfigError
-from gbr.core.paths import cache_home
+from gbr.core.embed.cache_config import SWITCH_ENV, CacheConfig
 from gbr.core.telemetry import Warn, log, warning_line
 
-CACHE_FILE = "embed-cache.sqlite"
-SWITCH_ENV = EMBED_CACHE.name  # off (gbr.core.environ.OFF_WORDS) turns the cache off
-SIZE_ENV = EMBED_CACHE_SIZE.name  # a size like 512MB
-DEFAULT_MAX_BYTES = 512_000_000
 # SQLite bytes per cached vector beyond the vector itself: the 32-byte key twice (row and
 # unique index), the `used` index, cell headers and page slack (measured: 2.13-2.19 KB a row at
 # 384 dimensions, tests/core/test_embed_cache.py checks the bound).
@@ -46,30 +40,6 @@ BUSY_TIMEOUT = 10.0  # seconds a writer waits for the other process's turn befor
 TOUCH_AFTER = 600  # seconds; a hit refreshes `used` no more often, so lookups rarely write
 EVICT_TO = 0.9  # past the cap, the oldest go until this share of it is left
 _IN_CHUNK = 500  # keys per `IN (...)`: well under SQLite's variable limit
-
-
-@dataclass(frozen=True, slots=True)
-class CacheConfig:
-    path: Path
-    max_bytes: int = DEFAULT_MAX_BYTES
-
-
-def cache_config(env: Mapping[str, str]) -> CacheConfig | None:
-    """The cache the environment asks for, or None when GBR_EMBED_CACHE turns it off (or
-    `env` names no home to keep it in)."""
-    home = cache_home(env)
-    if home is None or EMBED_CACHE.off(env):
-        return None
-    size_text = EMBED_CACHE_SIZE.text(env)
-    max_bytes = DEFAULT_MAX_BYTES
-    if size_text:
-        from gbr.core.sizes import parse_size
-
-        try:
-            max_bytes = parse_size(size_text)
-        except ValueError as exc:
-            raise ConfigError(f"{SIZE_ENV}={size_text!r}: must be {exc}") from None
-    return CacheConfig(home / CACHE_FILE, max_bytes)
 
 
 @dataclass(slots=True)

@@ -37,7 +37,8 @@ from gbr.core.records import Hit
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
-    from gbr.core.embed.cache import CacheConfig, EmbedCache
+    from gbr.core.embed.cache import EmbedCache
+    from gbr.core.embed.cache_config import CacheConfig
     from gbr.core.embed.embedder import OnnxEmbedder
 
 SWITCH_ENV = SECOND_OPINION.name  # off (gbr.core.environ.OFF_WORDS) turns the stage off
@@ -178,7 +179,7 @@ class SecondOpinion:
     def _shared(self, dim: int) -> EmbedCache | None:
         with self._lock:
             if self._cache_config is None and self._env is not None and not self._resolved:
-                from gbr.core.embed.cache import cache_config
+                from gbr.core.embed.cache_config import cache_config
 
                 self._resolved = True
                 with contextlib.suppress(Exception):  # a bad size is the index command's error
