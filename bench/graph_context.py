@@ -171,15 +171,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
+    chosen = settings(args.budget)
+    header = f"budget {args.budget} estimated tokens, {DEFAULTS.max_chunks} chunks at most"
+    return run_sets(args, chosen, run_unit, summarise, print_block, header)
+
+
+def run_sets(
+    args: argparse.Namespace,
+    chosen: Any,
+    run_unit: Callable[[Path, Sequence[Query], MemoEmbedder, Any], list[dict[str, Any]]],
+    summarise: Callable[[list[dict[str, Any]], Any], dict[str, Any]],
+    print_block: Callable[[str, dict[str, Any], Any], None],
+    header: str,
+) -> int:
+    """Run each setting over every set (devcorpus halves, examples), print a block per set
+    and write them as JSON with `--json`: the frame both context benches share."""
     args.out.mkdir(parents=True, exist_ok=True)
     model = OnnxEmbedder(resolve_model_files(env=os.environ))
     memo = MemoEmbedder(model)
-    chosen = settings(args.budget)
     sets = rows_per_set(
         args.devcorpus, args.out, model, lambda db, qs: run_unit(db, qs, memo, chosen)
     )
     blocks = {name: summarise(rows, chosen) for name, rows in sets.items()}
-    print(f"budget {args.budget} estimated tokens, {DEFAULTS.max_chunks} chunks at most")
+    print(header)
     for name, block in blocks.items():
         print_block(name, block, chosen)
     if args.json is not None:

@@ -32,8 +32,6 @@ Indexes are shared with bench/eval.py (bench/out/, or --out), so a second run on
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,13 +42,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from eval import DEVCORPUS, MemoEmbedder  # noqa: E402
-from graph_context import rows_per_set  # noqa: E402
+from eval import DEVCORPUS  # noqa: E402
+from graph_context import run_sets  # noqa: E402
 
 from bench.evaluation import Query  # noqa: E402
 from gbr.core.answer.oracle import AskOptions, Oracle  # noqa: E402
-from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
-from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
 from gbr.core.llm.base import Message  # noqa: E402
 from gbr.core.parse.chunk_text import doc_prose  # noqa: E402
 from gbr.core.rank.search import Searcher, looks_like_code  # noqa: E402
@@ -180,22 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "out")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    model = OnnxEmbedder(resolve_model_files(env=os.environ))
-    memo = MemoEmbedder(model)
     chosen = settings([int(k) for k in args.keeps.split(",")])
-    sets = rows_per_set(
-        args.devcorpus, args.out, model, lambda db, qs: run_unit(db, qs, memo, chosen)
-    )
-    blocks = {name: summarise(rows, chosen) for name, rows in sets.items()}
-    print(
+    header = (
         f"budget {AskOptions().budget} estimated tokens, {AskOptions().max_chunks} chunks at most"
     )
-    for name, block in blocks.items():
-        print_block(name, block, chosen)
-    if args.json is not None:
-        args.json.write_text(json.dumps(blocks, indent=2))
-    return 0
+    return run_sets(args, chosen, run_unit, summarise, print_block, header)
 
 
 if __name__ == "__main__":

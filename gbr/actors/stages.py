@@ -78,6 +78,41 @@ class _Stage(SupervisedActor):
         return super().on_receive(message)
 
 
+class _StoreStage(_Stage):
+    """A stage that holds the index open for as long as it lives: opened when it starts,
+    closed however it ends (stopped, crashed, or failing to start), so a restarted stage
+    never finds the file still held by its predecessor."""
+
+    def __init__(
+        self,
+        supervisor: Supervisor,
+        name: str,
+        open_store: StoreFactory,
+        faults: FaultPlan | None = None,
+    ) -> None:
+        super().__init__(supervisor, name, faults)
+        self.open_store = open_store
+        self._store: Store | None = None
+
+    def start_up(self) -> None:
+        self._store = self.open_store()
+
+    def on_start_failed(self) -> None:
+        self._close()
+
+    def on_stop(self) -> None:
+        self._close()
+
+    def on_failure(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        self._close()
+        super().on_failure(exc_type, exc_value, traceback)
+
+    def _close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
 def log_problem(problem: FileProblem, **extra: Any) -> None:
     """The structured event for a dropped or partial file, with where and what.
 
@@ -228,7 +263,7 @@ class ParserActor(_Stage):
             self.writer.tell(FileEmbedded(source, stored, partial, graph, known=message.known))
 
 
-class EmbedderActor(_Stage):
+class EmbedderActor(_StoreStage):
     """Gives vectors to the chunks written without one, a page at a time, behind the write."""
 
     def __init__(
@@ -244,30 +279,11 @@ class EmbedderActor(_Stage):
         faults: FaultPlan | None = None,
         shared: SharedVectors | None = None,
     ) -> None:
-        super().__init__(supervisor, name, faults)
-        self.model, self.open_store, self.writer = model, open_store, writer
+        super().__init__(supervisor, name, open_store, faults)
+        self.model, self.writer = model, writer
         self.shared = shared  # vectors kept beyond this index (gbr.core.embed.cache)
         self.batch_chunks, self.embed_format = batch_chunks, embed_format
-        self._store: Store | None = None
         self._texts_done = 0  # texts embedded so far, for the progress events
-
-    def start_up(self) -> None:
-        self._store = self.open_store()
-
-    def on_start_failed(self) -> None:
-        self._close()
-
-    def on_stop(self) -> None:
-        self._close()
-
-    def on_failure(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        self._close()
-        super().on_failure(exc_type, exc_value, traceback)
-
-    def _close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     def handle(self, message: Any) -> None:
         if isinstance(message, EmbedMissing):
@@ -300,7 +316,7 @@ def _none_known(keys: Sequence[str]) -> dict[str, Any]:
     return {}
 
 
-class WriterActor(_Stage):
+class WriterActor(_StoreStage):
     """The single DuckDB writer: each file's chunks are swapped in one transaction."""
 
     def __init__(
@@ -318,8 +334,8 @@ class WriterActor(_Stage):
         publish: Callable[[Store], None] | None = None,
         keep: Keep | None = None,
     ) -> None:
-        super().__init__(supervisor, name, faults)
-        self.open_store, self.coordinator, self.slots = open_store, coordinator, slots
+        super().__init__(supervisor, name, open_store, faults)
+        self.coordinator, self.slots = coordinator, slots
         self.write_failed = write_failed
         # For chunks that come without vectors: the caches' vectors are filled in here.
         self.shared = shared
@@ -330,31 +346,16 @@ class WriterActor(_Stage):
         self._changed = False  # whether this run wrote anything yet
         self._kept = False  # interrupted and shown: nothing more is written
         self._pace = PublishPace()
-        self._store: Store | None = None
         self._flagged = False  # whether this run's writes are already marked for a rebuild
         self._writing: tuple[str, ...] = ()  # the files being written, for a commit drill
         self._pending: list[FileEmbedded] = []  # files waiting to share one transaction
 
     def start_up(self) -> None:
-        self._store = self.open_store()
+        super().start_up()
+        assert self._store is not None
         faults = self._faults
         if faults is not None:
             self._store.before_commit = lambda: faults.check_commit(self._writing)
-
-    def on_start_failed(self) -> None:
-        self._close()
-
-    def on_stop(self) -> None:
-        self._close()
-
-    def on_failure(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
-        self._close()
-        super().on_failure(exc_type, exc_value, traceback)
-
-    def _close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
 
     def unfinished(self) -> list[Any]:
         return [m for m in self._pending if m is not self._in_hand]

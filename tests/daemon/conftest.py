@@ -182,6 +182,17 @@ def start_small(base: Path, fake: FakeLlm, key: str, *args: str) -> RunningDaemo
     return start_daemon(root, *args, env=clean_env(base / "home", **fake.env("groq", key)))
 
 
+@contextlib.contextmanager
+def small_daemon(base: Path, fake: FakeLlm, key: str, *args: str) -> Iterator[RunningDaemon]:
+    """`start_small`, done with its first pass, for the length of a module's tests."""
+    running = start_small(base, fake, key, *args)
+    try:
+        running.wait_idle()
+        yield running
+    finally:
+        running.stop()
+
+
 def index_once(root: Path, db: Path, model: OnnxEmbedder) -> None:
     """One full pass of `root` into `db` by an in-process Daemon, closed after."""
     daemon = Daemon(DaemonConfig(root=root, db=db, env=os.environ), model)

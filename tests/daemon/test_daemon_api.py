@@ -22,7 +22,7 @@ from tests.daemon.conftest import (
     RunningDaemon,
     clean_env,
     run_ctl,
-    start_small,
+    small_daemon,
 )
 from tests.fake_llm import FakeLlm, Reply
 
@@ -32,12 +32,8 @@ QUESTION = "how do I check that a book number is valid"
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
-    running = start_small(tmp_path_factory.mktemp("api"), fake, KEY)
-    try:
-        running.wait_idle()
+    with small_daemon(tmp_path_factory.mktemp("api"), fake, KEY) as running:
         yield running
-    finally:
-        running.stop()
 
 
 @pytest.fixture

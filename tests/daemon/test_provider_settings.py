@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon.conftest import RunningDaemon, clean_env, run_ctl, start_small
+from tests.daemon.conftest import RunningDaemon, clean_env, run_ctl, small_daemon
 from tests.fake_llm import FakeLlm
 
 DAEMON_KEY = "gsk-DAEMON-key-0123456789"
@@ -23,12 +23,8 @@ QUESTION = "how do I check that a book number is valid"
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
-    running = start_small(tmp_path_factory.mktemp("settings"), fake, DAEMON_KEY)
-    try:
-        running.wait_idle()
+    with small_daemon(tmp_path_factory.mktemp("settings"), fake, DAEMON_KEY) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def test_an_ask_from_a_shell_with_its_own_provider_uses_the_shells_settings(

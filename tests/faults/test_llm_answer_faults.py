@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.conftest import copy_small
-from tests.daemon.conftest import CTL, RunningDaemon, clean_env, start_small
+from tests.daemon.conftest import CTL, RunningDaemon, clean_env, small_daemon
 from tests.daemon.conftest import fake as fake  # the fixture: the module daemon's LLM
 from tests.fake_llm import FakeLlm, Reply
 from tests.faults.test_mcp_faults import INITIALIZE
@@ -31,12 +31,8 @@ ASK_BOUND = 180.0  # the test's bound on a hang of `ask`, far above what it need
 
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
-    running = start_small(tmp_path_factory.mktemp("answers"), fake, KEY)
-    try:
-        running.wait_idle()
+    with small_daemon(tmp_path_factory.mktemp("answers"), fake, KEY) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def ask(daemon: RunningDaemon, home: Path, *args: str, **env: str) -> subprocess.Popen[str]:

@@ -10,7 +10,7 @@ in the budget the chunks leave: the chunks are chosen first and never displaced.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from gbr.core.answer.prompt import ContextChunk, estimate_tokens, header, render_context
@@ -24,17 +24,9 @@ Span = tuple[str, int, int]
 
 
 @dataclass(frozen=True, slots=True)
-class Outline:
-    """A definition used by the chosen chunks: where it is, its signature, its doc's gist."""
-
-    module: str
-    name: str
-    kind: str
-    path: str
-    start_line: int
-    end_line: int
-    signature: str
-    doc: str = ""
+class Outline(Definition):
+    """A definition used by the chosen chunks, as the prompt shows it: where it is, its
+    signature, its doc's gist. The graph's record plus its rendering, no field of its own."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -55,20 +47,11 @@ class Outline:
         return estimate_tokens(self.render()) + 1  # the blank line between blocks
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "module": self.module,
-            "name": self.name,
-            "kind": self.kind,
-            "path": self.path,
-            "start_line": self.start_line,
-            "end_line": self.end_line,
-            "signature": self.signature,
-            "doc": self.doc,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(Definition)}
 
     @classmethod
     def of(cls, d: Definition) -> Outline:
-        return cls(d.module, d.name, d.kind, d.path, d.start_line, d.end_line, d.signature, d.doc)
+        return cls(**{f.name: getattr(d, f.name) for f in fields(Definition)})
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outline:
