@@ -53,7 +53,7 @@ from gbr.core.errors import (
 from gbr.core.llm.base import Message as ChatMessage
 from gbr.core.rank.priors import DEFAULT_TEST_POLICY
 from gbr.core.rank.search import Filter
-from gbr.core.records import Mode
+from gbr.core.records import Hit, Mode
 from gbr.core.telemetry import log
 from gbr.daemon.gate import Gate, HttpPolicy, error_response
 from gbr.daemon.graph_routes import add_graph_routes
@@ -99,20 +99,6 @@ class IndexRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class HitBody(BaseModel):
-    rank: int
-    path: str
-    module: str
-    name: str
-    kind: str
-    start_line: int
-    end_line: int
-    score: float
-    text: str
-    signature: str
-    doc: str
-
-
 class EmbeddedBody(BaseModel):
     chunks: int
     of: int
@@ -121,7 +107,7 @@ class EmbeddedBody(BaseModel):
 class SearchResponse(BaseModel):
     query: str
     mode: str
-    results: list[HitBody]
+    results: list[Hit]  # the record itself: its fields are the schema's
     hint: str | None = Field(None, description="Why a path or module filter found nothing.")
     embedded: EmbeddedBody | None = Field(
         None, description="Chunks with a vector (dense search sees those), of all chunks."
