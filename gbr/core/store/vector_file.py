@@ -15,8 +15,8 @@ the ids and one of the rows (`sums`), so rows reordered, ids reordered or a byte
 the same size) make the file damaged, and it is rebuilt from DuckDB. Checking reads every
 row, but so does the brute-force cosine that follows, which needs the pages anyway; what
 the mapping saves is decoding DuckDB's lists. The checksum is a position-weighted sum
-(`weighted_sum`) rather than a CRC-32 because it runs at memory speed: 0.6-0.8 ms at 10k
-chunks of 384 dimensions and 10-13 ms at 100k, against 5-12 and 40-70 ms for zlib's CRC-32
+(`weighted_sum`) rather than a CRC-32 because it runs at memory speed: 0.6-1.1 ms at 10k
+chunks of 384 dimensions and 7-15 ms at 100k, against 5-12 and 40-70 ms for zlib's CRC-32
 (2 shared cores). It is not a defence against someone forging a file, only against damage:
 any change to one 8-byte word changes it, and so does swapping two rows or two ids.
 `status` checks only the header and ids (`verify_rows=False`). Rows that are not finite
