@@ -258,3 +258,45 @@ def test_a_damaged_kept_graph_is_made_again_before_it_embeds(
     again = copy_small(tmp_path / "again")
     index(again, home, **kept)
     assert dense_hits(again, home, **kept)[0] == fresh
+
+
+# -- a model that gives vectors that are not finite ---------------------------------------
+
+
+def test_a_model_giving_nan_vectors_stops_with_one_line_and_stores_none(tmp_path: Path) -> None:
+    """A damaged model file (here: a LayerNorm's weights set to NaN) must not fill the
+    index or the shared cache with NaN vectors, scored 0.0 with a numpy warning."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    from gbr.core.embed.model_files import default_model_files
+
+    files = default_model_files()
+    model = onnx.load(str(files.onnx))
+    for weights in model.graph.initializer:
+        if weights.name.endswith("embeddings.LayerNorm.weight"):
+            poisoned = np.full_like(numpy_helper.to_array(weights), np.nan)
+            weights.CopyFrom(numpy_helper.from_array(poisoned, weights.name))
+            break
+    else:
+        pytest.fail("the model has no embeddings LayerNorm to damage")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(model, str(folder / "model.onnx"))
+    shutil.copyfile(files.tokenizer, folder / "tokenizer.json")
+    root, home = copy_small(tmp_path / "pkg"), tmp_path / "home"
+    damaged = {"GBR_MODEL_DIR": str(folder)}
+    done = ctl("index", str(root), cwd=root, home=home, **damaged)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr and "RuntimeWarning" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "not finite" in last and str(folder / "model.onnx") in last, done.stderr
+    cache = home / "embed-cache.sqlite"
+    if cache.exists():
+        con = sqlite3.connect(cache)
+        assert con.execute("SELECT count(*) FROM vectors").fetchone()[0] == 0
+        con.close()
+    # The files written are kept for BM25, none with a vector.
+    done = ctl("search", "isbn", cwd=root, home=home, **damaged)
+    assert done.returncode == 0, done.stderr
+    assert "RuntimeWarning" not in done.stderr and "dense: 0 % embedded" in done.stderr
