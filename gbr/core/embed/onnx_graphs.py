@@ -27,7 +27,7 @@ A kept graph is checked before it is loaded: the folder holds SUMS, the CRC-32 a
 GRAPH and DATA, taken before it was renamed into place, with each file's stat stamp
 (inode, size, modification and change times). A file whose stamp is unchanged since then has
 not been written to through the file system, so it costs a stat; any other is read whole and
-its CRC-32 compared (about 60-100 ms for the 56 MB of the default model; the stamp is then
+its CRC-32 compared (30-100 ms for the 56 MB of the default model; the stamp is then
 renewed). A graph that fails, or that onnxruntime will not load, is removed and made again
 from the model, with one warning (`onnx_graph_damaged`), before it embeds anything: no vector
 of a damaged graph reaches an index or the shared cache. A graph kept by an older gbr,
