@@ -303,3 +303,37 @@ def test_two_processes_write_the_same_cache_at_once(tmp_path: Path) -> None:
     assert all(
         np.array_equal(np.frombuffer(v, dtype=np.float32), fake_vector(k.hex())) for k, v in rows
     )
+
+
+def test_vectors_that_are_not_finite_are_never_stored(tmp_path: Path) -> None:
+    said: list[str] = []
+    cache = EmbedCache(CacheConfig(tmp_path / "c.sqlite"), DIM, warn=said.append)
+    good, bad, inf = keys("finite", 3)
+    cache.store({good: fake_vector(good), bad: np.full(DIM, np.nan), inf: np.full(DIM, np.inf)})
+    assert cache.lookup([good, bad, inf]).keys() == {good}
+    assert (cache.stats.stored, cache.stats.refused) == (1, 2)
+    assert len(said) == 1 and "not finite" in said[0]
+
+
+def test_a_cache_of_the_first_format_is_emptied_once(tmp_path: Path) -> None:
+    """Its rows carry no checksum: a damaged graph may have made them, so none is served."""
+    path = tmp_path / "c.sqlite"
+    old = sqlite3.connect(path, isolation_level=None)
+    old.execute(
+        "CREATE TABLE vectors(id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, "
+        "vector BLOB NOT NULL, used INTEGER NOT NULL)"
+    )
+    old.execute("CREATE TABLE meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL)")
+    old.execute("INSERT INTO meta VALUES ('rows', 1), ('format', 1)")
+    (key,) = keys("old", 1)
+    old.execute(
+        "INSERT INTO vectors(key, vector, used) VALUES (?, ?, 0)",
+        (bytes.fromhex(key), fake_vector(key).tobytes()),
+    )
+    old.close()
+    said: list[str] = []
+    cache = EmbedCache(CacheConfig(path), DIM, warn=said.append)
+    assert cache.lookup([key]) == {}
+    cache.store({key: fake_vector(key)})
+    assert np.array_equal(cache.lookup([key])[key], fake_vector(key))
+    assert said == [] and describe(CacheConfig(path))["rows"] == 1

@@ -4,13 +4,16 @@ when stale or damaged, and searching through it ranks exactly as DuckDB's own ve
 from __future__ import annotations
 
 import shutil
+import struct
 import threading
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+from structlog.testing import capture_logs
 
 from gbr.actors.pipeline import IndexOptions, run_index
 from gbr.core.embed.embedder import OnnxEmbedder
@@ -406,3 +409,46 @@ def test_coverage_reads_a_good_vector_file_and_counts_when_vectors_are_missing(
         pending = [replace(c, vector=None) for c in stored(new, model)]
         store.replace_file(new, pending)
         assert store.coverage() == (n, n + len(pending))  # the file is stale now: counted
+
+
+def test_a_file_of_the_first_format_is_out_of_date_not_damaged(db: Path) -> None:
+    """A file an older gbr wrote (no checksum of its rows) is rewritten without a warning."""
+    file = vector_file.file_for(db)
+    with Store.open(db, read_only=True) as store:
+        store.vectors(file)
+        with open(file, "rb") as handle:
+            header = vector_file.read_header(handle, file.stat().st_size)
+        assert header["format"] == vector_file.FORMAT
+        data = bytearray(file.read_bytes())
+        _, length, _ = struct.unpack("<8sII", data[:16])
+        old = data[16 : 16 + length].replace(b'"format": 2', b'"format": 1')
+        data[8:16] = struct.pack("<II", length, zlib.crc32(bytes(old)))
+        data[16 : 16 + length] = old
+        file.write_bytes(bytes(data))
+        with capture_logs() as events:
+            assert store.mapped_vectors(file) is None
+            store.vectors(file)
+        assert not [e for e in events if e["event"] == "vector_file_damaged"]
+        assert isinstance(store.vectors(file)[1], np.memmap)
+
+
+def test_a_vector_that_is_not_finite_in_the_index_is_left_out_of_dense_search(
+    db: Path,
+) -> None:
+    """Only a hand-edited index holds one: it is never scored (no 0.0, no numpy warning)."""
+    with Store.open(db) as store:
+        first = int(store.con.execute("SELECT min(id) FROM chunks").fetchone()[0])
+        dim = int(store.meta()["dim"])
+        store.con.execute(
+            f"UPDATE chunks SET embedding = list_transform(range({dim}), x -> 'nan'::FLOAT)"
+            f"::FLOAT[{dim}]"
+            " WHERE id = ?",
+            [first],
+        )
+    file = vector_file.file_for(db)
+    with Store.open(db, read_only=True) as store, capture_logs() as events:
+        count = store.chunk_count()
+        ids, rows = store.vectors(file)
+    assert first not in ids and ids.shape[0] == count - 1
+    assert np.isfinite(np.asarray(rows)).all()
+    assert [e["event"] for e in events].count("vectors_not_finite") == 1

@@ -13,11 +13,18 @@ The cache is an accelerator, never a source of truth or of failure: a damaged, l
 unwritable file costs one warning line, and the run goes on without it, embedding as usual.
 Its size is bounded (GBR_EMBED_CACHE_SIZE, default 512MB); past the cap the least recently
 used vectors go first. GBR_EMBED_CACHE=off (or `index --no-embed-cache`) turns it off.
+
+Nor is a row trusted blindly: each carries a checksum over its key (the hash of the model id
+and the exact text) and its vector, so a row holding another text's vector, flipped bytes,
+or a vector that is not finite is refused: a miss, deleted, embedded again, and one warning
+for the run. Vectors that are not finite are never stored. A file of the first format, whose
+rows carry no checksum, is emptied once.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import sqlite3
 import threading
 import time
@@ -50,6 +57,7 @@ class CacheStats:
     misses: int = 0
     stored: int = 0
     evicted: int = 0
+    refused: int = 0  # rows that failed their checksum or were not finite, and vectors not stored
 
 
 class EmbedCache:
@@ -67,6 +75,7 @@ class EmbedCache:
         self._warn = warn or warning_line
         self._conn: sqlite3.Connection | None = None
         self._missed: set[str] = set()  # keys asked for and not found, so far
+        self._warned_refusal = False
         self._lock = threading.Lock()
         self.max_rows = max(1, config.max_bytes // (dim * 4 + ROW_OVERHEAD))
 
@@ -138,33 +147,64 @@ class EmbedCache:
     def _lookup(self, conn: sqlite3.Connection, wanted: list[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         stale: list[bytes] = []
+        refused: list[bytes] = []
         now = int(time.time())
         width = self.dim * 4
         for at in range(0, len(wanted), _IN_CHUNK):
             part = [bytes.fromhex(k) for k in wanted[at : at + _IN_CHUNK]]
             marks = ",".join("?" * len(part))
             rows = conn.execute(
-                f"SELECT key, vector, used FROM vectors WHERE key IN ({marks})", part
+                f"SELECT key, vector, used, sum FROM vectors WHERE key IN ({marks})", part
             ).fetchall()
-            for key, blob, used in rows:
+            for key, blob, used, check in rows:
                 if len(blob) != width:
                     continue  # another dimension under a colliding id: never serve it
-                found[key.hex()] = np.frombuffer(blob, dtype=np.float32).copy()
+                vector = np.frombuffer(blob, dtype=np.float32)
+                if check != row_sum(key, blob) or not np.isfinite(vector).all():
+                    refused.append(key)
+                    continue
+                found[key.hex()] = vector.copy()
                 if used < now - TOUCH_AFTER:
                     stale.append(key)
-        if stale:
+        if stale or refused:
             with _write(conn):
                 conn.executemany(
                     "UPDATE vectors SET used = ? WHERE key = ?", [(now, k) for k in stale]
                 )
+                if refused:
+                    gone = conn.executemany(
+                        "DELETE FROM vectors WHERE key = ?", [(k,) for k in refused]
+                    ).rowcount
+                    _bump_rows(conn, -gone)
+        if refused:
+            self._refused(len(refused), "failed their checksum or were not finite")
         return found
+
+    def _refused(self, count: int, why: str) -> None:
+        """Count refused rows; the first refusal of a run is one event and one warning."""
+        self.stats.refused += count
+        if self._warned_refusal:
+            return
+        self._warned_refusal = True
+        log().warning("embed_cache_rows_refused", path=str(self.path), rows=count, reason=why)
+        self._warn(
+            f"the embed cache {self.path}: {count} vector(s) {why}; they are embedded again "
+            "(if this recurs, delete the file)"
+        )
 
     def _store(self, conn: sqlite3.Connection, vectors: Mapping[str, np.ndarray]) -> None:
         now = int(time.time())
-        rows = [
-            (bytes.fromhex(k), np.asarray(v, dtype=np.float32).tobytes(), now)
-            for k, v in vectors.items()
-        ][: self.max_rows]
+        rows = []
+        for k, v in vectors.items():
+            vector = np.asarray(v, dtype=np.float32)
+            if vector.shape != (self.dim,) or not np.isfinite(vector).all():
+                self._refused(1, "were not finite vectors of the cache's width, and not stored")
+                continue
+            key, blob = bytes.fromhex(k), vector.tobytes()
+            rows.append((key, blob, now, row_sum(key, blob)))
+        rows = rows[: self.max_rows]
+        if not rows:
+            return
         with _write(conn):
             # Room first, so that the file never holds more than the cap (an INSERT OR
             # IGNORE may add fewer rows than offered; the bound counts them all).
@@ -179,7 +219,7 @@ class EmbedCache:
                 ).rowcount
             before = conn.total_changes
             conn.executemany(
-                "INSERT OR IGNORE INTO vectors(key, vector, used) VALUES (?, ?, ?)", rows
+                "INSERT OR IGNORE INTO vectors(key, vector, used, sum) VALUES (?, ?, ?, ?)", rows
             )
             added = conn.total_changes - before
             _bump_rows(conn, added - evicted)
@@ -203,19 +243,38 @@ class _write:
         self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
 
+def row_sum(key: bytes, vector: bytes) -> bytes:
+    """A row's checksum: its key (sha256 of model id and text) and its vector's bytes."""
+    return hashlib.blake2b(key + vector, digest_size=8, person=b"gbr-cache-row").digest()
+
+
 def _bump_rows(conn: sqlite3.Connection, by: int) -> int:
     conn.execute("UPDATE meta SET value = value + ? WHERE name = 'rows'", (by,))
     return int(conn.execute("SELECT value FROM meta WHERE name = 'rows'").fetchone()[0])
 
 
+FORMAT = 2  # 2: each row carries its checksum (`sum`)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS vectors("
     "id INTEGER PRIMARY KEY, key BLOB NOT NULL UNIQUE, vector BLOB NOT NULL, "
-    "used INTEGER NOT NULL)",
+    "used INTEGER NOT NULL, sum BLOB)",
     "CREATE INDEX IF NOT EXISTS vectors_used ON vectors(used, id)",
     "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-    "INSERT OR IGNORE INTO meta VALUES ('rows', 0), ('format', 1)",
+    f"INSERT OR IGNORE INTO meta VALUES ('rows', 0), ('format', {FORMAT})",
 )
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """A file of the first format: its rows carry no checksum, so none can be trusted (a
+    damaged graph may have made them): they go, and the rows get their column."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(vectors)")}
+    if "sum" in columns:
+        return
+    gone = conn.execute("DELETE FROM vectors").rowcount
+    conn.execute("ALTER TABLE vectors ADD COLUMN sum BLOB")
+    conn.execute("UPDATE meta SET value = 0 WHERE name = 'rows'")
+    conn.execute("UPDATE meta SET value = ? WHERE name = 'format'", (FORMAT,))
+    log().info("embed_cache_upgraded", rows_dropped=gone)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -232,6 +291,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         with _write(conn):
             for statement in _SCHEMA:
                 conn.execute(statement)
+            _upgrade(conn)
     except BaseException:
         conn.close()
         raise

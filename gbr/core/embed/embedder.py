@@ -14,6 +14,7 @@ import numpy as np
 from gbr.core.embed import onnx_graphs
 from gbr.core.embed.device import CUDA, DEVICE_BATCHES, announce, choose_device, fallback
 from gbr.core.embed.model_files import ModelFiles
+from gbr.core.environ import MODEL_DIR
 from gbr.core.errors import ConfigError
 from gbr.core.telemetry import log_info, warning_line
 
@@ -130,6 +131,7 @@ class OnnxEmbedder:
         from tokenizers import Tokenizer
 
         self.model_id = files.model_id
+        self._model_file = files.onnx
         self.max_tokens = max_tokens
         self.pooling = pooling
         # Small batches are faster here: 1024 padded tokens per ONNX run embedded 88 texts/s
@@ -218,6 +220,13 @@ class OnnxEmbedder:
             self.stats.real += real
             self.stats.padded += mask.size - real
         unit: np.ndarray = pooled / np.maximum(norms, 1e-12)
+        if not np.isfinite(unit).all():  # a sound model never gives them: never store them
+            bad = int((~np.isfinite(unit).all(axis=1)).sum())
+            raise ConfigError(
+                f"the embedding model {self._model_file} gave vectors that are not finite "
+                f"(NaN or Inf) for {bad} of {len(batch)} texts; its file is damaged: "
+                f"install it again, or point {MODEL_DIR.name} at a good copy"
+            )
         return unit
 
 

@@ -22,17 +22,32 @@ older graphs of the same model are removed when a new one is saved. The folder i
 under a temporary name and renamed into place in one step, so a reader sees a whole graph
 or none, and of two processes saving at once the second's rename fails and it keeps its
 own session.
+
+A kept graph is checked before it is loaded: the folder holds SUMS, the CRC-32 and size of
+GRAPH and DATA, taken before it was renamed into place, with each file's stat stamp
+(inode, size, modification and change times). A file whose stamp is unchanged since then has
+not been written to through the file system, so it costs a stat; any other is read whole and
+its CRC-32 compared (30-100 ms for the 56 MB of the default model; the stamp is then
+renewed). A graph that fails, or that onnxruntime will not load, is removed and made again
+from the model, with one warning (`onnx_graph_damaged`), before it embeds anything: no vector
+of a damaged graph reaches an index or the shared cache. A graph kept by an older gbr,
+without SUMS, is made again quietly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import mmap
+import os
 import shutil
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gbr.core.environ import ONNX_GRAPHS
 from gbr.core.telemetry import log
@@ -44,6 +59,7 @@ Options = Callable[[], "ort.SessionOptions"]
 
 GRAPH = "graph.onnx"
 DATA = "graph.onnx.data"  # named inside GRAPH, relative to its folder
+SUMS = "sums.json"  # each file's CRC-32, size and stat stamp (see the module's docstring)
 # A temporary folder older than this was left by a process that died while saving.
 STALE_SECONDS = 3600
 GRAPHS_ENV = ONNX_GRAPHS.name
@@ -101,17 +117,83 @@ def session(
         kept = graph_path(folder, model, int8_matmul)
     except OSError:
         return None
-    if (kept / GRAPH).is_file():
-        opts = options()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        try:
-            return ort.InferenceSession(str(kept / GRAPH), opts, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # damaged: made again below
-            log().warning("onnx_graph_unreadable", path=str(kept), error=str(exc)[:200])
-            _remove(kept)
-    elif kept.exists():  # not a graph folder (a damaged one, or a stray file): made again
+    if (kept / GRAPH).is_file() and (kept / SUMS).is_file():
+        problem = verify(kept)
+        if problem is None:
+            opts = options()
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            try:
+                return ort.InferenceSession(
+                    str(kept / GRAPH), opts, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:  # damaged: made again below
+                problem = f"onnxruntime cannot load it: {str(exc)[:200]}"
+        log().warning("onnx_graph_damaged", path=str(kept), problem=problem)
+        _remove(kept)
+    elif kept.exists():  # no graph, or one kept before its checksums: made again
+        log().info("onnx_graph_replaced", path=str(kept))
         _remove(kept)
     return _save(model, kept, options, int8_matmul)
+
+
+def verify(kept: Path) -> str | None:
+    """None when every file SUMS names is as it was saved, else what is wrong."""
+    try:
+        files = json.loads((kept / SUMS).read_text())["files"]
+        if not isinstance(files, dict) or GRAPH not in files:
+            return f"{SUMS} names no graph"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"{SUMS} cannot be read ({type(exc).__name__})"
+    renewed = False
+    for name, want in files.items():
+        path = kept / name
+        try:
+            if _stamp(path) == want["stamp"]:
+                continue
+            if path.stat().st_size != want["size"] or _crc32(path) != want["crc32"]:
+                return f"{name} fails its checksum"
+        except (OSError, KeyError, TypeError) as exc:
+            return f"{name} cannot be checked ({type(exc).__name__})"
+        want["stamp"] = _stamp(path)  # the same bytes, copied or moved: renew the stamp
+        renewed = True
+    if renewed:
+        with contextlib.suppress(OSError):  # not renewed: the next load reads them again
+            _write_sums(kept, files)
+    return None
+
+
+def _stamp(path: Path) -> list[int]:
+    """What changes whenever a file is written to: a user cannot set the change time."""
+    st = path.stat()
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _crc32(path: Path) -> int:
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return zlib.crc32(b"")
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return zlib.crc32(view)
+
+
+def _sums_of(folder: Path) -> dict[str, Any]:
+    return {
+        p.name: {"crc32": _crc32(p), "size": p.stat().st_size, "stamp": _stamp(p)}
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != SUMS
+    }
+
+
+def _write_sums(folder: Path, files: dict[str, Any]) -> None:
+    """SUMS through a temporary file renamed over it, so a reader sees an old or a new one."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{SUMS}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump({"files": files}, out)
+        os.replace(tmp, folder / SUMS)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _save(
@@ -142,6 +224,12 @@ def _save(
         shutil.rmtree(tmp, ignore_errors=True)
         log().info("onnx_graph_not_kept", folder=str(kept.parent), error=str(exc)[:200])
         return None
+    try:
+        _write_sums(tmp, _sums_of(tmp))
+    except OSError as exc:  # a graph without its checksums is never kept
+        shutil.rmtree(tmp, ignore_errors=True)
+        log().info("onnx_graph_not_kept", folder=str(kept.parent), error=str(exc)[:200])
+        return made
     try:
         tmp.rename(kept)
     except OSError:  # another process put its graph there first: same graph, keep that one

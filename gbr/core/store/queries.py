@@ -25,6 +25,7 @@ from gbr.core.records import (
 )
 from gbr.core.store import postings
 from gbr.core.store.fulltext import FTS_SCHEMA
+from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -89,7 +90,12 @@ def vectors(con: Connection) -> tuple[np.ndarray, np.ndarray]:
     ids = table.column("id").to_numpy()
     if table.num_rows == 0:
         return ids, np.zeros((0, 0), dtype=np.float32)
-    return ids, matrix(table.column("embedding"))
+    rows = matrix(table.column("embedding"))
+    finite = np.isfinite(rows).all(axis=1)
+    if not finite.all():  # only a hand-edited index holds them: never scored
+        log().warning("vectors_not_finite", chunks=int((~finite).sum()))
+        return ids[finite], rows[finite]
+    return ids, rows
 
 
 def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarray]:
@@ -105,7 +111,8 @@ def cached_vectors(con: Connection, hashes: Sequence[str]) -> dict[str, np.ndarr
         return {}
     found = matrix(table.column("embedding"))
     keys = table.column("embed_hash").to_pylist()
-    return {k: found[i] for i, k in enumerate(keys)}
+    finite = np.isfinite(found).all(axis=1)
+    return {k: found[i] for i, k in enumerate(keys) if finite[i]}
 
 
 def chunk_count(con: Connection) -> int:

@@ -11,6 +11,16 @@ it over the index at the end, in one atomic step:
   daemon holds it for its life, since it writes the file in place;
 - a run that finds nothing changed copies and writes nothing (`survey`).
 
+Free space: a run needs room for one copy of the index beside it, and the copy grows by
+what the run changes: the first change to a freshly built index rewrites its full-text
+tables into new blocks and can nearly double it (3.9 MB -> 7.4 MB for a one-line change; a
+later one grew 5.8 MB -> 7.6 MB). `begin` checks the least a run can need (the copy itself),
+failing in one line that names the figure; a disk that fills later is the one-line write
+error. While vectors fill in, a run shows its copy to readers by copying it once more
+(`publish`): that needs room for a second copy, and is skipped (event `publish_skipped`)
+when the disk has none, so a run never needs more than one copy's room, and readers then
+see the old index until the end.
+
 A reader that still meets a lock (a daemon starting or stopping, an older gbr writing in
 place) retries for READ_WAIT seconds, then says in one line who holds it (IndexBusyError,
 exit code 75).
@@ -32,7 +42,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from gbr.core.errors import IndexBusyError, StoreError
+from gbr.core.errors import IndexBusyError, StoreError, StoreWriteError
 from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.store.errors import write_error
 from gbr.core.store.facade import SCHEMA_VERSION, Store
@@ -42,6 +52,10 @@ if TYPE_CHECKING:
     from gbr.core.parse.walker import WalkBegun, WalkOptions
 
 READ_WAIT = 3.0  # seconds a reader retries an index locked by a writer
+# Room asked beyond a copy's own size, for what a run adds to it: a share of it, at least
+# a floor (a DuckDB file grows by 256 KiB blocks, and its WAL beside it).
+SPACE_SHARE = 0.10
+SPACE_FLOOR = 2 << 20
 _RETRY_STEP = 0.05
 _DUCKDB_PID = re.compile(r"\(PID (\d+)\)")
 
@@ -198,6 +212,23 @@ def _copy(src: Path, dst: Path) -> None:
             shutil.copyfileobj(fin, fout, 1 << 20)
 
 
+def room_for_copy(size: int) -> int:
+    """Free bytes a copy of `size` bytes needs to be written and grow a little."""
+    return size + max(SPACE_FLOOR, int(size * SPACE_SHARE))
+
+
+def free_space(folder: Path) -> int | None:
+    """Free bytes for this process on the file system holding `folder` (None: unknown)."""
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
+
+
+def _megabytes(n: int) -> str:
+    return f"{n / 1e6:.1f} MB"
+
+
 class StagedIndex:
     """The copy a run writes, renamed over the index by `commit`. Hold the WriterLock."""
 
@@ -208,6 +239,7 @@ class StagedIndex:
     def begin(self) -> Path:
         """Start from a copy of the index (and its WAL, if a crashed writer left one)."""
         self.discard()  # a run killed before its commit left these behind
+        self._check_room()
         try:
             if self.db.is_file():
                 _copy(self.db, self.path)
@@ -217,6 +249,18 @@ class StagedIndex:
             self.discard()
             raise write_error(self.db, exc) from exc
         return self.path
+
+    def _check_room(self) -> None:
+        """Fail before copying anything when the disk cannot hold the copy (StoreWriteError)."""
+        size = sum(p.stat().st_size for p in (self.db, _wal(self.db)) if p.is_file())
+        need, free = room_for_copy(size), free_space(self.db.parent)
+        if free is not None and free < need:
+            raise StoreWriteError(
+                f"not enough free space to index into {self.db}: a run needs at least "
+                f"{_megabytes(need)} free beside the index for its copy of the "
+                f"{_megabytes(size)} index (a change can grow the copy up to twice that), and "
+                f"{_megabytes(free)} is free; free some space on that disk, then run again"
+            )
 
     def commit(self, summary: IndexSummary | None) -> None:
         """Check the copy opens, record the run (if it finished) under the index's own name,
@@ -246,6 +290,17 @@ class StagedIndex:
         An interrupted run calls it last, to keep what it finished."""
         if not store.checkpoint(wait=wait):
             log().info("publish_deferred", reason="another connection is reading")
+            return False
+        size = self.path.stat().st_size if self.path.is_file() else 0
+        free = free_space(self.db.parent)
+        if free is not None and free < room_for_copy(size):
+            # A second copy would not fit: readers keep the old index until the commit.
+            log().info(
+                "publish_skipped",
+                reason="no room for a second copy",
+                need=room_for_copy(size),
+                free=free,
+            )
             return False
         tmp = self.db.with_name(self.db.name + ".publish")
         try:

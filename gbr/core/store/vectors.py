@@ -43,11 +43,11 @@ def fingerprint(con: Connection) -> Fingerprint:
     )
 
 
-def mapped(con: Connection, path: Path) -> Vectors | None:
+def mapped(con: Connection, path: Path, verify_rows: bool = True) -> Vectors | None:
     """The file's (ids, rows) when it holds exactly this index's vectors, else None; a
     damaged file is reported and treated as missing."""
     try:
-        return vector_file.load(path, fingerprint(con))
+        return vector_file.load(path, fingerprint(con), verify_rows)
     except (vector_file.DamagedFile, OSError, ValueError) as exc:
         log().warning("vector_file_damaged", path=str(path), problem=str(exc))
         return None
@@ -58,7 +58,7 @@ def complete_count(con: Connection, path: Path) -> int | None:
     (then every chunk has one), else None; a missing file costs a stat."""
     if not path.is_file() or not has_table(con, "chunks"):
         return None
-    found = mapped(con, path)
+    found = mapped(con, path, verify_rows=False)  # the ids say every chunk has a vector
     return None if found is None else int(found[0].shape[0])
 
 
@@ -146,5 +146,5 @@ def _write(path: Path, want: Fingerprint, ids: np.ndarray, rows: np.ndarray) -> 
         return
     try:
         vector_file.write(path, want, ids, rows)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         log().warning("vector_file_unwritable", path=str(path), problem=str(exc))
