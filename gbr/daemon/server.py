@@ -1,10 +1,11 @@
 """`gleambrctl serve`: start the daemon, publish where it listens, stop it cleanly.
 
-uvicorn runs in a thread, so the main thread owns the signals: SIGINT or SIGTERM sets one
-event, and the shutdown then goes in a fixed order. The discovery file goes first (new
-clients stop coming), then the HTTP server (requests in flight finish, up to a grace
-period), then the watcher and the actors (a running pass stops early, keeping what it
-wrote), then a final checkpoint folds the WAL into the DuckDB file, and the lock goes last.
+uvicorn runs in a thread, so the main thread owns the signals: SIGINT, SIGTERM or SIGHUP (a
+closed terminal) sets one event, and the shutdown then goes in a fixed order. The discovery
+file goes first (new clients stop coming), then the HTTP server (requests in flight finish,
+up to a grace period), then the watcher and the actors (a running pass stops early, keeping
+what it wrote), then a final checkpoint folds the WAL into the DuckDB file, and the lock
+goes last.
 
 A stop is bounded: each step runs even if the one before failed, logging never raises (a
 dead stderr, see telemetry.py), and if the clean stop has not finished STOP_SECONDS after it
@@ -166,7 +167,7 @@ def serve(
     max_body_bytes: int | None = None,
     any_port_if_busy: bool = False,
 ) -> int:
-    """Run the daemon until SIGINT or SIGTERM; returns the exit code (0 on a clean stop).
+    """Run the daemon until SIGINT, SIGTERM or SIGHUP; returns the exit code (0 on a clean stop).
 
     `allow_hosts` are the `Host` names it answers to besides loopback and its own (for a
     proxy; `*` is any); `max_body_bytes` caps a request body (see gate.py);
@@ -315,7 +316,9 @@ SignalHandler = Callable[[int, FrameType | None], object] | int | None
 
 def _trap_signals(stopper: _Stopper) -> dict[int, SignalHandler]:
     previous: dict[int, SignalHandler] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP: the terminal or SSH session the daemon runs in was closed. Its default action
+    # kills the process at once, without the checkpoint and leaving daemon.json behind.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         previous[sig] = signal.signal(sig, stopper.on_signal)
     return previous
 
