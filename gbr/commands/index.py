@@ -26,6 +26,7 @@ from gbr.commands.options import (
     DebugOption,
     DeviceOption,
     EmbedCacheOption,
+    FollowOutsideLinksOption,
     IncludeDepsOption,
     JsonOption,
     MaxFileSizeOption,
@@ -60,12 +61,7 @@ def index(
             help="Recreate the index from the source tree (the old file goes once it is done).",
         ),
     ] = False,
-    follow_outside_links: Annotated[
-        bool,
-        typer.Option(
-            "--follow-outside-links", help="Follow symlinks that lead out of PATH (off: skipped)."
-        ),
-    ] = False,
+    follow_outside_links: FollowOutsideLinksOption = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Index PATH even if no gleam.toml is near.")
     ] = False,

@@ -25,6 +25,7 @@ from gbr.commands.options import (
     DebugOption,
     DeviceOption,
     EmbedCacheOption,
+    FollowOutsideLinksOption,
     IncludeDepsOption,
     MaxFileSizeOption,
     ModelDirOption,
@@ -78,6 +79,7 @@ def serve(
     max_file_size: MaxFileSizeOption = None,
     embed_cache: EmbedCacheOption = None,
     device: DeviceOption = None,
+    follow_outside_links: FollowOutsideLinksOption = False,
     allow_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -132,6 +134,7 @@ def serve(
             include_deps=package.include_deps,
             max_bytes=package.max_bytes,
             ignore=package.ignore,
+            follow_outside_links=follow_outside_links,
             faults=faults,
             embed_cache=package.embed_cache,
             env=package.env,
