@@ -73,13 +73,21 @@ def _running(proc: subprocess.Popen[bytes], db: Path) -> RunningDaemon:
     return daemon
 
 
-def _keeps_serving(daemon: RunningDaemon) -> None:
+def _keeps_serving_then_stops(
+    proc: subprocess.Popen[bytes], package: Path, daemons: list[RunningDaemon]
+) -> None:
+    """`proc`, whose reader has left, serves for ALIVE_SECONDS and then stops cleanly."""
+    daemon = _running(proc, package / ".gbr" / "index.duckdb")
+    daemons.append(daemon)
+    daemon.wait_idle()
     deadline = time.monotonic() + ALIVE_SECONDS
     while time.monotonic() < deadline:
         assert daemon.proc.poll() is None, f"the daemon exited with {daemon.proc.returncode}"
         assert daemon.get("/health").json()["status"] == "ok"
         time.sleep(0.2)
     assert daemon.names("isbn")  # still searching
+    assert daemon.stop(timeout=BOUND) == 0
+    assert read_discovery(daemon.db) is None
 
 
 def test_a_closed_stdout_does_not_stop_the_daemon(
@@ -89,14 +97,8 @@ def test_a_closed_stdout_does_not_stop_the_daemon(
     proc = _serve(package, tmp_path / "home", subprocess.DEVNULL)
     assert proc.stdout is not None
     proc.stdout.close()  # `true` exits at once
-    daemon = _running(proc, package / ".gbr" / "index.duckdb")
-    daemons.append(daemon)
-    daemon.wait_idle()
 
-    _keeps_serving(daemon)
-
-    assert daemon.stop(timeout=BOUND) == 0
-    assert read_discovery(daemon.db) is None
+    _keeps_serving_then_stops(proc, package, daemons)
 
 
 def test_a_reader_that_leaves_mid_log_does_not_stop_the_daemon(
@@ -108,13 +110,8 @@ def test_a_reader_that_leaves_mid_log_does_not_stop_the_daemon(
     assert proc.stdout is not None
     assert len(proc.stdout.read(200)) == 200
     proc.stdout.close()
-    daemon = _running(proc, package / ".gbr" / "index.duckdb")
-    daemons.append(daemon)
-    daemon.wait_idle()
 
-    _keeps_serving(daemon)
+    _keeps_serving_then_stops(proc, package, daemons)
 
-    assert daemon.stop(timeout=BOUND) == 0
-    assert read_discovery(daemon.db) is None
     events = (package / ".gbr" / "events.jsonl").read_text()
     assert "daemon_stopped" in events.splitlines()[-1]  # logging went on to the end

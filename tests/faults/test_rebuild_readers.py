@@ -12,7 +12,10 @@ import json
 import signal
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import CTL
 from tests.daemon.conftest import clean_env
@@ -55,13 +58,25 @@ def _whole(root: Path, home: Path, chunks: int) -> None:
     assert json.loads(found.stdout)["results"]
 
 
-def test_searches_during_a_rebuild_see_the_old_index_whole(
-    indexed_example: Path, tmp_path: Path
-) -> None:
-    root = indexed_example
+@dataclass(frozen=True)
+class Package:
+    root: Path
+    home: Path
+    db: Path
+    chunks: int  # in its index
+
+
+@pytest.fixture
+def package(indexed_example: Path, tmp_path: Path) -> Package:
+    """The example, indexed; a home of its own (an empty shared embed cache)."""
     home = tmp_path / "home"
-    chunks = json.loads(_ctl("status", "--json", cwd=root, home=home).stdout)["chunks"]
-    db = root / ".gbr" / "index.duckdb"
+    status = _ctl("status", "--json", cwd=indexed_example, home=home)
+    chunks = json.loads(status.stdout)["chunks"]
+    return Package(indexed_example, home, indexed_example / ".gbr" / "index.duckdb", chunks)
+
+
+def test_searches_during_a_rebuild_see_the_old_index_whole(package: Package) -> None:
+    root, home, db, chunks = package.root, package.home, package.db, package.chunks
 
     rebuild = _rebuild(root, home)
     seen_during = 0
@@ -84,13 +99,8 @@ def test_searches_during_a_rebuild_see_the_old_index_whole(
     ]  # nothing set aside, nothing staged left
 
 
-def test_an_interrupted_rebuild_leaves_the_old_index_as_it_was(
-    indexed_example: Path, tmp_path: Path
-) -> None:
-    root = indexed_example
-    home = tmp_path / "home"
-    chunks = json.loads(_ctl("status", "--json", cwd=root, home=home).stdout)["chunks"]
-    db = root / ".gbr" / "index.duckdb"
+def test_an_interrupted_rebuild_leaves_the_old_index_as_it_was(package: Package) -> None:
+    root, home, db, chunks = package.root, package.home, package.db, package.chunks
     before = db.read_bytes()
 
     rebuild = _rebuild(root, home)
