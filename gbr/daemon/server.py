@@ -391,8 +391,11 @@ SignalHandler = Callable[[int, FrameType | None], object] | int | None
 def _trap_signals(stopper: _Stopper) -> dict[int, SignalHandler]:
     previous: dict[int, SignalHandler] = {}
     # SIGHUP: the terminal or SSH session the daemon runs in was closed. Its default action
-    # kills the process at once, without the checkpoint and leaving daemon.json behind.
+    # kills the process at once, without the checkpoint and leaving daemon.json behind. A
+    # daemon started to outlive its terminal (`nohup`, which ignores it) keeps ignoring it.
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
         previous[sig] = signal.signal(sig, stopper.on_signal)
     return previous
 

@@ -45,6 +45,23 @@ def test_sighup_stops_the_daemon_cleanly(
     assert '"signal": "SIGHUP"' in log and "checkpoint_written" in log, log
 
 
+def test_sighup_is_ignored_by_a_daemon_started_with_nohup(
+    package: Path, tmp_path: Path, daemons: list[RunningDaemon]
+) -> None:
+    """`nohup gleambrctl serve`: started to outlive its terminal, it keeps serving."""
+    daemon = start_daemon(package, env=clean_env(tmp_path / "home"), shell="trap '' HUP")
+    daemons.append(daemon)
+    daemon.wait_idle()
+
+    daemon.proc.send_signal(signal.SIGHUP)
+    time.sleep(ALIVE_SECONDS)
+
+    assert daemon.proc.poll() is None
+    assert daemon.get("/health").json()["status"] == "ok"
+    assert daemon.stop(timeout=BOUND) == 0
+    assert read_discovery(daemon.db) is None
+
+
 def _serve(package: Path, home: Path, stderr: int | None) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [CTL, "serve", str(package), "--port", "0", "--json-logs"],
