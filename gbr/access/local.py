@@ -321,16 +321,21 @@ class LocalIndex:
     # -- indexing -------------------------------------------------------------------------------
 
     def index(
-        self, path: Path | None = None, progress: ProgressCallback | None = None
+        self,
+        path: Path | None = None,
+        progress: ProgressCallback | None = None,
+        *,
+        rebuild: bool = False,
     ) -> IndexSummary:
         """A staged pass (readers keep the last complete index); with `path`, over its
-        package, which this index then follows."""
+        package, which this index then follows; with `rebuild`, from the source tree alone
+        (readers keep the old index until the new one is complete)."""
         from gbr.actors.pipeline import run_index
 
         root = package_root(path) if path is not None else self.root
         if root != self.root:
             self.settings = replace(self.settings, root=root)
-        options = engine.index_options(self.settings, self.db, staged=True)
+        options = engine.index_options(self.settings, self.db, staged=True, fresh=rebuild)
         model = self.model
         self._settle()
         self._let_go()  # DuckDB allows one writer, and no reader beside it in this process

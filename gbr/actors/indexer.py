@@ -24,7 +24,7 @@ from typing import Any
 
 from gbr.actors.faults import FaultPlan
 from gbr.actors.supervisor import ChildRef, SupervisedActor, Supervisor
-from gbr.core.errors import DaemonError, GbrError, StoreWriteError
+from gbr.core.errors import DaemonError, GbrError, IndexCorruptError, StoreWriteError
 from gbr.core.records import IndexSummary
 from gbr.core.telemetry import log
 
@@ -119,6 +119,7 @@ class IndexerActor(SupervisedActor):
         except GbrError as exc:
             # The next change or full pass retries these files; the daemon lives on.
             log().error("index_batch_failed", error=str(exc), paths=len(todo))
+            self._report_damage(exc)
         else:
             self._caught_up()
 
@@ -131,11 +132,18 @@ class IndexerActor(SupervisedActor):
             return
         except GbrError as exc:
             log().error("index_pass_failed", error=str(exc), reason=message.reason)
+            self._report_damage(exc)
             _fail(message.reply, exc)
             return
         self._caught_up()
         if message.reply is not None and not message.reply.done():
             message.reply.set_result(summary)
+
+    def _report_damage(self, error: GbrError) -> None:
+        """A damaged index file fails every run until it is rebuilt: /health says so, with
+        the rebuild that fixes it (a run that succeeds later clears it)."""
+        if isinstance(error, IndexCorruptError) and self.report is not None:
+            self.report(str(error))
 
     def _keep(
         self,

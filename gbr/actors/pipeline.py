@@ -78,6 +78,10 @@ class IndexOptions:
     # processes keep the last complete index meanwhile (gbr.core.store.snapshot). Not for a
     # daemon: it holds the index, and the writer lock, for its whole life.
     staged: bool = False
+    # A staged run that starts from nothing instead of a copy of the index (`--rebuild`):
+    # readers keep the old index whole until the new one is; nothing is shown before, and
+    # an interrupted rebuild leaves the old index as it was.
+    fresh: bool = False
     ignore: tuple[str, ...] = ()  # more patterns to skip (.gitignore syntax, from the root)
     lock_wait: float = LOCK_WAIT  # seconds to wait for an index another process holds
     stall_seconds: float = 10.0  # an idle pipeline with files unaccounted for is stuck
@@ -401,7 +405,7 @@ def _run_staged(
     refuse_odd_file(options.db)  # never lock, copy or rename over /dev/null and the like
     with WriterLock(options.db):
         begun = None
-        if options.only is None:
+        if options.only is None and not options.fresh:
             walk = options.walk_options()
             want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
             found = survey(options.db, root, walk, want)
@@ -409,16 +413,25 @@ def _run_staged(
                 log().info("index_unchanged", files=found.files_seen, seconds=found.seconds)
                 return found
             begun = found
-        before = _vectors_before(options.db)
+        before = None if options.fresh else _vectors_before(options.db)
         staged = StagedIndex(options.db)
+        shown = not options.fresh  # a rebuild half done must not replace a whole index
         work = replace(
-            options, db=staged.path, staged=False, publish=staged.publish, keep=staged.keep
+            options,
+            db=staged.path,
+            staged=False,
+            fresh=False,
+            publish=staged.publish if shown else None,
+            keep=staged.keep if shown else None,
         )
-        staged.begin()  # a copy cut short is never committed; the next run removes it
+        staged.begin(copy=shown)  # a copy cut short is never committed; the next run removes it
         try:
             summary = _run_in_place(work, model, progress, begun)
         except (KeyboardInterrupt, SupervisionError):
-            _commit_or_discard(staged, None)
+            if shown:
+                _commit_or_discard(staged, None)
+            else:
+                staged.discard()
             raise
         except BaseException:
             staged.discard()

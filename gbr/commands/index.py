@@ -26,6 +26,7 @@ from gbr.commands.options import (
     DebugOption,
     DeviceOption,
     EmbedCacheOption,
+    FollowOutsideLinksOption,
     IncludeDepsOption,
     JsonOption,
     MaxFileSizeOption,
@@ -57,15 +58,11 @@ def index(
         bool,
         typer.Option(
             "--rebuild",
-            help="Recreate the index from the source tree (the old file goes once it is done).",
+            help="Recreate the index from the source tree (searches use the old one until "
+            "the new one is complete).",
         ),
     ] = False,
-    follow_outside_links: Annotated[
-        bool,
-        typer.Option(
-            "--follow-outside-links", help="Follow symlinks that lead out of PATH (off: skipped)."
-        ),
-    ] = False,
+    follow_outside_links: FollowOutsideLinksOption = False,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Index PATH even if no gleam.toml is near.")
     ] = False,
@@ -111,14 +108,18 @@ def index(
                     err.print(f"[dim]indexing through the daemon (pid {chosen_index.pid})[/dim]")
                 summary = chosen_index.index()
             else:
-                aside = package.set_aside_if_needed(rebuild)
+                aside = package.set_aside_if_needed(False)  # a damaged file only
                 _say_set_aside(aside, package.db)
+                rebuild = rebuild and aside is None and package.db.is_file()
+                if rebuild:
+                    err.print(
+                        "[dim]rebuilding the index from the source tree; searches use the old "
+                        "one until the new one is complete[/dim]"
+                    )
                 local.model  # noqa: B018 - loaded before the bar starts
                 show_bar = not json_out and err.is_terminal
                 with progress_bar(show_bar) as on_progress:
-                    summary = local.index(progress=on_progress)
-                if aside is not None and aside.detail is None:
-                    package.remove_aside(aside)  # the rebuild is in: the old file is no use
+                    summary = local.index(progress=on_progress, rebuild=rebuild)
         if json_out:
             from gbr.commands.output import stamped
 
@@ -143,18 +144,12 @@ def _daemon_in_the_way(pid: int, db: Path) -> GbrError:
 
 
 def _say_set_aside(aside: SetAside | None, db: Path) -> None:
-    """One line about an index file moved aside before the run, if one was."""
+    """One line about a damaged index file moved aside before the run, if one was."""
     if aside is None:
         return
-    if aside.detail is not None:
-        err.print(
-            f"[yellow]the index {escape(str(db))} could not be read ({escape(aside.detail)}); "
-            f"kept it as {escape(aside.kept_as)} and rebuilding it from the source tree[/yellow]"
-        )
-        return
     err.print(
-        f"[dim]moved the old index to {escape(aside.kept_as)} while rebuilding; it is removed "
-        "when the rebuild is done[/dim]"
+        f"[yellow]the index {escape(str(db))} could not be read ({escape(aside.detail or '')}); "
+        f"kept it as {escape(aside.kept_as)} and rebuilding it from the source tree[/yellow]"
     )
 
 

@@ -31,6 +31,12 @@ ModelDirOption = Annotated[
         envvar=MODEL_DIR.name,
     ),
 ]
+FollowOutsideLinksOption = Annotated[
+    bool,
+    typer.Option(
+        "--follow-outside-links", help="Follow symlinks that lead out of PATH (off: skipped)."
+    ),
+]
 DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
 TestsOption = Annotated[
     str | None,

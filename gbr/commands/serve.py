@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
 from gbr.commands.common import (
     configure,
-    err,
     errors,
     load_model,
-    out,
     package_root,
     parse_size,
     start_telemetry,
@@ -26,6 +25,7 @@ from gbr.commands.options import (
     DebugOption,
     DeviceOption,
     EmbedCacheOption,
+    FollowOutsideLinksOption,
     IncludeDepsOption,
     MaxFileSizeOption,
     ModelDirOption,
@@ -79,6 +79,7 @@ def serve(
     max_file_size: MaxFileSizeOption = None,
     embed_cache: EmbedCacheOption = None,
     device: DeviceOption = None,
+    follow_outside_links: FollowOutsideLinksOption = False,
     allow_host: Annotated[
         list[str] | None,
         typer.Option(
@@ -133,6 +134,7 @@ def serve(
             include_deps=package.include_deps,
             max_bytes=package.max_bytes,
             ignore=package.ignore,
+            follow_outside_links=follow_outside_links,
             faults=faults,
             embed_cache=package.embed_cache,
             env=package.env,
@@ -167,6 +169,17 @@ def serve(
         _quiet_dead_stdout()
         raise typer.Exit(code)
 
+
+class _KeepServing(Console):
+    """A console whose reader may leave: a closed pipe (`serve | head`) mutes it. rich's own
+    answer to EPIPE is to exit the process, which stopped the daemon it had just announced."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+
+
+out = _KeepServing(highlight=False, soft_wrap=True, emoji=False)
+err = _KeepServing(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 # What writing to a gone stdout or stderr raises: EPIPE/EBADF, a closed file, or no stream
 # at all (Python sets sys.stdout to None when descriptor 1 was closed at start).

@@ -28,6 +28,7 @@ class SourceFile:
     content_hash: str
     size: int
     mtime: float
+    outside: bool = False  # reached through a link out of the indexed root (walker.FoundFile)
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,7 +143,7 @@ class _Sink:
     def __init__(self, echo: bool, human: bool, warn: Warn, least: str = "debug") -> None:
         self._echo = echo
         self._human = human
-        self._warn = warn
+        self.warn = warn
         self._least = _LEVELS.index(least)  # events below this level are not echoed
 
     def msg(self, **event: Any) -> None:
@@ -157,7 +157,7 @@ class _Sink:
                 except OSError as exc:  # a full disk, a file made unwritable mid-run
                     _state.handle = None
                     _close_quietly(handle)
-                    self._warn(_cannot_write(Path(handle.name), exc))
+                    self.warn(_cannot_write(Path(handle.name), exc))
             if self._echo and self._loud_enough(event):
                 _state.stderr.write_line(render_human(event) if self._human else line)
 
@@ -261,6 +261,16 @@ def _open_events(path: Path, warn: Warn) -> TextIO | None:
     except OSError as exc:
         warn(_cannot_write(path, exc))
         return None
+
+
+def reopen_events() -> None:
+    """Open the events file again at its path, as configured: a long-lived process (the
+    daemon) whose folder was deleted under it wrote its events into the deleted file."""
+    with _state.lock:
+        if _state.key is None or _state.key[0] is None or _state.sink is None:
+            return
+        _close_quietly(_state.handle)
+        _state.handle = _open_events(_state.key[0], _state.sink.warn)
 
 
 def close() -> None:

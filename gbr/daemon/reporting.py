@@ -22,6 +22,7 @@ class Observed(Protocol):
     supervisor: Supervisor
     watcher: Watcher
     index_problem: str | None
+    recovering: str | None
     pipeline_restarts: int
     oracles: Oracles
 
@@ -48,6 +49,8 @@ def degraded(daemon: Observed) -> list[dict[str, str]]:
                 ),
             }
         )
+    if daemon.recovering is not None:
+        parts.append({"component": "index", "state": "recreating", "reason": daemon.recovering})
     if daemon.index_problem is not None:
         parts.append({"component": "indexer", "state": "retrying", "reason": daemon.index_problem})
     if daemon.supervisor.given_up is not None:

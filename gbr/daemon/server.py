@@ -1,10 +1,11 @@
 """`gleambrctl serve`: start the daemon, publish where it listens, stop it cleanly.
 
-uvicorn runs in a thread, so the main thread owns the signals: SIGINT or SIGTERM sets one
-event, and the shutdown then goes in a fixed order. The discovery file goes first (new
-clients stop coming), then the HTTP server (requests in flight finish, up to a grace
-period), then the watcher and the actors (a running pass stops early, keeping what it
-wrote), then a final checkpoint folds the WAL into the DuckDB file, and the lock goes last.
+uvicorn runs in a thread, so the main thread owns the signals: SIGINT, SIGTERM or SIGHUP (a
+closed terminal) sets one event, and the shutdown then goes in a fixed order. The discovery
+file goes first (new clients stop coming), then the HTTP server (requests in flight finish,
+up to a grace period), then the watcher and the actors (a running pass stops early, keeping
+what it wrote), then a final checkpoint folds the WAL into the DuckDB file, and the lock
+goes last.
 
 A stop is bounded: each step runs even if the one before failed, logging never raises (a
 dead stderr, see telemetry.py), and if the clean stop has not finished STOP_SECONDS after it
@@ -26,6 +27,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -37,13 +39,15 @@ from gbr.access.discovery import (
     DaemonLock,
     already_serving,
     describe_stale,
+    discovery_path,
     find_daemon,
     remove_discovery,
     write_discovery,
 )
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import ConfigError, DaemonError
-from gbr.core.telemetry import log
+from gbr.core.store.facade import prepare_folder
+from gbr.core.telemetry import log, reopen_events
 from gbr.daemon.app import create_app
 from gbr.daemon.gate import HttpPolicy, is_loopback
 from gbr.daemon.overload import LoopErrors, Throttle, report_held
@@ -166,31 +170,79 @@ def serve(
     max_body_bytes: int | None = None,
     any_port_if_busy: bool = False,
 ) -> int:
-    """Run the daemon until SIGINT or SIGTERM; returns the exit code (0 on a clean stop).
+    """Run the daemon until SIGINT, SIGTERM or SIGHUP; returns the exit code (0 on a clean stop).
 
     `allow_hosts` are the `Host` names it answers to besides loopback and its own (for a
     proxy; `*` is any); `max_body_bytes` caps a request body (see gate.py);
     `any_port_if_busy`: the port is the default, not the user's choice, so a taken one is
-    replaced by a free one (with a note) rather than refused."""
+    replaced by a free one (with a note) rather than refused.
+
+    When the index file is deleted under it (`rm -rf .gbr`), the daemon stops serving the
+    deleted file and starts again in this process, on the same port, indexing into a new
+    one; when the package folder is gone, it stops (see `Daemon.lost`)."""
     check_config(config)
     policy = HttpPolicy.for_bind(config.host, allow_hosts, max_body_bytes)
     db = config.db.resolve()
     refuse_second_daemon(db, note)
-    lock = DaemonLock(db)
-    lock.acquire()
     stopper = _Stopper(db)
-    stop = stopper.requested
     previous = _trap_signals(stopper)
     # Each search's cosine product is small; extra BLAS threads only spin after it, on the
     # cores an index batch needs. bench/daemon_load.py at 10k chunks, one client polling:
     # a save took 1.85 s to become searchable with them and 1.30 s without.
     threadpool_limits(limits=1, user_api="blas")
+    try:
+        model = load_model()
+        recovering: str | None = None
+        while True:
+            ended = _serve_once(
+                config, model, policy, stopper, announce, note, any_port_if_busy, recovering
+            )
+            if isinstance(ended, int):
+                return ended
+            recovering = ended.reason
+            # The same port, so clients that knew it keep it; another if it was taken meanwhile.
+            config = replace(config, port=ended.port)
+            any_port_if_busy = True
+            prepare_folder(db)
+            reopen_events()
+            log().warning("index_recreating", reason=ended.reason, db=str(db))
+    finally:
+        _restore_signals(previous)
+
+
+@dataclass(frozen=True)
+class _Recreate:
+    """A run of the daemon ended because its index file was lost: start again."""
+
+    reason: str
+    port: int
+
+
+CHECK_SECONDS = 1.0  # how often the daemon looks for its package folder and index file
+
+
+def _serve_once(
+    config: DaemonConfig,
+    model: OnnxEmbedder,
+    policy: HttpPolicy,
+    stopper: _Stopper,
+    announce: Callable[[DaemonInfo], None],
+    note: Callable[[str], None],
+    any_port_if_busy: bool,
+    recovering: str | None,
+) -> int | _Recreate:
+    """One daemon over the index, until a signal (an exit code) or its index file is lost."""
+    db = stopper.db
+    stop = stopper.requested
+    lock = DaemonLock(db)
+    lock.acquire()
     daemon: Daemon | None = None
     server: _Server | None = None
     thread: threading.Thread | None = None
     info: DaemonInfo | None = None
     try:
-        daemon = Daemon(config, load_model())
+        daemon = Daemon(config, model)
+        daemon.recovering = recovering
         daemon.open()
         sock = bind(config.host, config.port, note if any_port_if_busy else None)
         port = sock.getsockname()[1]
@@ -226,11 +278,25 @@ def serve(
         stopper.publish(info)
         daemon.start_watching()
         log().info("daemon_started", url=info.url, pid=info.pid, db=info.db, root=info.root)
-        announce(info)
+        if recovering is None:
+            announce(info)
+        checked = time.monotonic()
         while not stop.wait(0.5):
             if not thread.is_alive():
                 log().error("http_server_stopped")
                 return 1
+            if time.monotonic() - checked < CHECK_SECONDS:
+                continue
+            checked = time.monotonic()
+            lost = daemon.lost()
+            if lost is None:
+                stopper.republish_if_gone()
+            elif lost.package_gone:
+                log().error("package_gone", reason=lost.reason)
+                return 1
+            else:
+                log().warning("index_lost", reason=lost.reason)
+                return _Recreate(lost.reason, port)
         return 0
     finally:
         watchdog = stopper.arm(STOP_SECONDS)
@@ -242,7 +308,6 @@ def serve(
             ("join_http", (lambda: thread.join(GRACE_SECONDS + 5)) if thread else None),
             ("close_daemon", daemon.close if daemon is not None else None),
             ("release_lock", lock.release),
-            ("restore_signals", lambda: _restore_signals(previous)),
         )
         watchdog.cancel()
         log().info("daemon_stopped")
@@ -267,14 +332,24 @@ class _Stopper:
         self.db = db
         self.requested = threading.Event()
         self._published: int | None = None  # the pid in the discovery file we wrote
+        self._info: DaemonInfo | None = None
 
     def publish(self, info: DaemonInfo) -> None:
         write_discovery(info)
         self._published = info.pid
+        self._info = info
         atexit.register(self.forget)  # an exit that skips the finally still removes it
+
+    def republish_if_gone(self) -> None:
+        """Write the discovery file again if someone deleted it: clients find the daemon
+        through it, and a second `serve` would otherwise start on the same index."""
+        if self._info is not None and not discovery_path(self.db).exists():
+            write_discovery(self._info)
+            log().warning("discovery_rewritten", path=str(discovery_path(self.db)))
 
     def forget(self) -> None:
         pid, self._published = self._published, None
+        self._info = None
         if pid is not None:
             remove_discovery(self.db, pid=pid)
 
@@ -315,7 +390,12 @@ SignalHandler = Callable[[int, FrameType | None], object] | int | None
 
 def _trap_signals(stopper: _Stopper) -> dict[int, SignalHandler]:
     previous: dict[int, SignalHandler] = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    # SIGHUP: the terminal or SSH session the daemon runs in was closed. Its default action
+    # kills the process at once, without the checkpoint and leaving daemon.json behind. A
+    # daemon started to outlive its terminal (`nohup`, which ignores it) keeps ignoring it.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
         previous[sig] = signal.signal(sig, stopper.on_signal)
     return previous
 

@@ -81,6 +81,15 @@ class DaemonConfig:
     env: Mapping[str, str] = field(default_factory=lambda: NO_ENV, repr=False)
 
 
+@dataclass(frozen=True)
+class Lost:
+    """What the daemon lost track of: its package folder (it stops) or its index file (it
+    starts again over a new one), and the one line that says so."""
+
+    package_gone: bool
+    reason: str
+
+
 @dataclass
 class AskPlan:
     """An /ask whose provider and oracle are resolved: what can fail as 4xx has failed."""
@@ -134,6 +143,10 @@ class Daemon:
         self._answering: set[threading.Event] = set()  # cancel flags of answers streaming now
         self._answering_lock = threading.Lock()
         self.filler: Filler | None = None
+        # Why this daemon is indexing from scratch (its index file was lost), until its
+        # first pass is in: /health says "degraded" meanwhile.
+        self.recovering: str | None = None
+        self._db_identity: tuple[int, int] | None = None  # (device, inode) of the open index
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -150,6 +163,7 @@ class Daemon:
             base.close()
             raise
         self.store = ThreadLocalStore(base)
+        self._db_identity = _identity(self.config.db)
         self.searcher = engine.open_searcher(
             self.store,
             self.model,
@@ -166,6 +180,24 @@ class Daemon:
         quiet = quiet_seconds(self.config.env)
         if quiet is not None and self.searcher.ranking.second is not None:
             self.filler = Filler(self._current_searcher, quiet, self._cancel, self._busy)
+
+    def lost(self) -> Lost | None:
+        """The package folder or the index file gone (deleted, or the index replaced by
+        another file) since the daemon opened them; None while both are there.
+
+        Without this check a daemon whose `.gbr` was deleted said "ok" while serving a
+        deleted file, and a second `serve` could start beside it; one whose package was
+        deleted served the old hits for ever."""
+        root, db = self.config.root, self.config.db
+        if not root.is_dir():
+            return Lost(True, f"the package folder {root} is gone; the daemon stops")
+        if _identity(db) != self._db_identity:
+            return Lost(
+                False,
+                f"the index {db} was deleted or replaced while the daemon served it; "
+                "indexing the package again into a new one",
+            )
+        return None
 
     def start_watching(self) -> None:
         """Watch first, then catch up: a change made during the first pass is not missed."""
@@ -266,6 +298,8 @@ class Daemon:
         assert self.searcher is not None
         self._reload_wanted.clear()
         self.searcher.reload()
+        if kind == "full":
+            self.recovering = None  # the new index is whole
         if self.filler is not None:
             self.filler.pass_done()
         elapsed = time.monotonic() - started
@@ -524,3 +558,12 @@ class Daemon:
 
     def uptime(self) -> float:
         return round(time.monotonic() - self._started, 3)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)

@@ -140,13 +140,14 @@ def start_daemon(
     env: dict[str, str],
     token: str | None = None,
     shell: str | None = None,
+    db: Path | None = None,
     **popen: Any,
 ) -> RunningDaemon:
     """`gleambrctl serve ROOT --port 0 ARGS`, once its discovery file names it and it answers.
 
     `shell` runs before the daemon in `sh` (`ulimit -n 64`, say), which then execs it with
     the same pid; a `preexec_fn` would fork this large test process and may fail (ENOMEM).
-    `popen` goes to subprocess.Popen."""
+    `db`: the index file when `--db` is among `args`. `popen` goes to subprocess.Popen."""
     logs = root.parent / f"{root.name}-daemon-{time.monotonic_ns()}.log"
     command = [CTL, "serve", str(root), "--port", "0", *args]
     if shell is not None:
@@ -159,7 +160,7 @@ def start_daemon(
             env=env,
             **popen,
         )
-    db = root / ".gbr" / "index.duckdb"
+    db = db or root / ".gbr" / "index.duckdb"
 
     def published() -> DaemonInfo | None:
         if proc.poll() is not None:

@@ -109,7 +109,41 @@ def chunk_file(
     intact (see gbr.core.parse.parse_damage), with the first error and the lines left out. When no
     definition survives, the file is a FileProblem (`parse_failed`), dropped whole.
     `on_tree` is handed the parsed root, so the code graph is read from the same parse.
+    A file reached through a link out of the package is never quoted in its problem.
     """
+    result = _chunk_or_problem(source, parser, count_tokens, limits, on_tree)
+    return _unquoted(result) if source.outside else result
+
+
+def _unquoted(
+    result: list[Chunk] | PartialFile | FileProblem,
+) -> list[Chunk] | PartialFile | FileProblem:
+    """The result with its problem's excerpt left out of the record and of the reason: a
+    problem goes to `status`, `events.jsonl` and logs, where a line of a file from outside
+    the package (a secret, maybe) has no business (issue 15)."""
+
+    def blank(problem: FileProblem) -> FileProblem:
+        if not problem.excerpt:
+            return problem
+        reason = problem.reason.replace(
+            repr(problem.excerpt), "(a file outside the package: not quoted)"
+        )
+        return replace(problem, excerpt="", reason=reason)
+
+    if isinstance(result, FileProblem):
+        return blank(result)
+    if isinstance(result, PartialFile):
+        return PartialFile(result.chunks, blank(result.problem))
+    return result
+
+
+def _chunk_or_problem(
+    source: SourceFile,
+    parser: Parser,
+    count_tokens: TokenCounter,
+    limits: ChunkLimits,
+    on_tree: Callable[[Node], None] | None,
+) -> list[Chunk] | PartialFile | FileProblem:
     try:
         text = source.content.decode("utf-8")
     except UnicodeDecodeError as exc:

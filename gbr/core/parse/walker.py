@@ -49,6 +49,9 @@ class FoundFile:
     path: str  # relative to the walk root, with forward slashes
     module: str
     package: str
+    # Reached through a symlink that leads out of the walked folder (--follow-outside-links):
+    # its chunks are indexed as asked, but no line of it is quoted in a problem's record.
+    outside: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +285,10 @@ def _walk_dir(
             if skipped := _skipped(entry, root, is_dir, options):
                 yield skipped
                 continue
-            yield FoundFile(path, _rel(path, root), _module_of(path, package), package.name)
+            outside = options.follow_outside_links and not _resolves_inside(path, root)
+            yield FoundFile(
+                path, _rel(path, root), _module_of(path, package), package.name, outside
+            )
 
 
 def _skipped(
@@ -314,6 +320,13 @@ def _undecodable(rel: str, is_dir: bool) -> FileProblem:
         else "file name is not valid UTF-8; rename it to index it"
     )
     return FileProblem(shown, what, "undecodable_name")
+
+
+def _resolves_inside(path: Path, root: Path) -> bool:
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(root)
+    except (OSError, ValueError):
+        return False
 
 
 def _leaves(entry: os.DirEntry[str], root: Path) -> FileProblem | None:
@@ -419,6 +432,7 @@ def read_file(found: FoundFile, max_bytes: int = DEFAULT_MAX_BYTES) -> SourceFil
         content_hash=hashlib.sha256(content).hexdigest(),
         size=len(content),
         mtime=st.st_mtime,
+        outside=found.outside,
     )
 
 

@@ -97,8 +97,16 @@ def _cause_fix(message: str) -> str | None:
     return None
 
 
-def write_error(path: Path, exc: BaseException) -> StoreWriteError:
-    """The one line for a failed write: the cause as the system said it, then the fix."""
+def write_error(path: Path, exc: BaseException) -> StoreWriteError | IndexCorruptError:
+    """The one line for a failed write: the cause as the system said it, then the fix.
+
+    A write that failed on a damaged block (a commit reads blocks too) is damage, not a
+    refusal that may pass: the daemon would retry it for ever, telling the user to check
+    the disk's permissions instead of rebuilding the file.
+    """
+    bad = damaged(exc, path)
+    if bad is not None:
+        return bad
     cause = one_line(exc)
     for prefix in ("TransactionContext Error: ", "Failed to commit: ", "IO Error: "):
         cause = cause.removeprefix(prefix)

@@ -236,12 +236,13 @@ class StagedIndex:
         self.db = Path(db)
         self.path = next_path(self.db)
 
-    def begin(self) -> Path:
-        """Start from a copy of the index (and its WAL, if a crashed writer left one)."""
+    def begin(self, copy: bool = True) -> Path:
+        """Start from a copy of the index (and its WAL, if a crashed writer left one), or
+        from nothing when not `copy` (a rebuild)."""
         self.discard()  # a run killed before its commit left these behind
         self._check_room()
         try:
-            if self.db.is_file():
+            if copy and self.db.is_file():
                 _copy(self.db, self.path)
                 if _wal(self.db).is_file():
                     _copy(_wal(self.db), _wal(self.path))
