@@ -78,12 +78,12 @@ def start_events(db: Path, warn: Warn, echo: bool = False, human: bool = False) 
 
 @dataclass(frozen=True)
 class SetAside:
-    """An index file moved aside before a run: damaged (`detail` says how), kept for a look,
-    or by request (`--rebuild`), removed once the new index is in (`Package.remove_aside`)."""
+    """A damaged index file moved aside before a run (`detail` says how), kept for a look
+    (`status` lists it) while the run rebuilds the index from the source tree."""
 
     path: Path
     kept_as: str
-    detail: str | None
+    detail: str
 
 
 @dataclass(frozen=True)
@@ -119,25 +119,18 @@ class Package:
         save_settings(self.db.parent, replace(settings, include_deps=given))
         return settings_path(self.db.parent)
 
-    def set_aside_if_needed(self, rebuild: bool) -> SetAside | None:
-        """Before a run in this process: with `rebuild`, or when the file is damaged, move
-        it aside, so the run rebuilds it from the source tree."""
+    def set_aside_if_damaged(self) -> SetAside | None:
+        """Before a run in this process: a damaged index file is moved aside, so the run
+        rebuilds it from the source tree (a `--rebuild` of a sound one builds beside it)."""
         from gbr.core.store.facade import check_index, set_aside
 
         if not self.db.exists():
             return None
         bad = check_index(self.db)
-        if bad is None and not rebuild:
+        if bad is None:
             return None
-        aside = set_aside(self.db, "corrupt" if bad is not None else "old")
-        return SetAside(aside, aside.name, bad.detail if bad is not None else None)
-
-    def remove_aside(self, aside: SetAside) -> None:
-        """The old file of a finished `--rebuild`: it has no more use (a damaged one is
-        kept, and `status` lists it; a rebuild cut short leaves it where it was said)."""
-        from gbr.core.store.files import remove_aside
-
-        remove_aside(aside.path)
+        aside = set_aside(self.db, "corrupt")
+        return SetAside(aside, aside.name, bad.detail)
 
     def local(
         self,

@@ -1,5 +1,5 @@
-"""What every command shares: the two consoles, the one-line error handler, finding the
-index and its settings, the in-process index, and the renderings two commands print.
+"""What every command shares: the two consoles, the one-line error handler, and the
+renderings two commands print. Opening a package and its index is gbr.access.opening's.
 
 Heavy imports (onnxruntime, duckdb, pykka) happen inside the functions, so `--help` is
 instant and a cold `search` pays only for what it uses.
@@ -7,7 +7,6 @@ instant and a cold `search` pays only for what it uses.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,9 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from gbr.access.config import PackageConfig
     from gbr.access.discovery import DaemonInfo
-    from gbr.core.embed.embedder import OnnxEmbedder
     from gbr.core.errors import GbrError
     from gbr.core.records import Hit, IndexSummary, Progress
 
@@ -97,61 +94,11 @@ def warn(message: str) -> None:
     err.print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
-def start_telemetry(db: Path, echo: bool = False, human: bool = False) -> None:
-    """Events beside the index (gbr.access.opening.start_events), warnings on stderr."""
-    from gbr.access.opening import start_events
-
-    start_events(db, warn, echo=echo, human=human)
-
-
-def load_model(model_dir: Path | None, device: str = "cpu", prepack: bool = True) -> OnnxEmbedder:
-    """The embedder for this process's environment (gbr.access.opening.load_model)."""
-    from gbr.access import opening
-
-    return opening.load_model(model_dir, os.environ, device, prepack)
-
-
-def configure(
-    root: Path,
-    db: Path,
-    *,
-    include_deps: bool | None = None,
-    max_file_size: str | None = None,
-    embed_cache: bool | None = None,
-    device: str | None = None,
-) -> PackageConfig:
-    """The package's configuration from the flags given (None: not given), its settings file
-    and this process's environment, read once for the whole command."""
-    from gbr.access.config import package_config
-
-    return package_config(
-        root,
-        db,
-        os.environ,
-        include_deps=include_deps,
-        max_file_size=max_file_size,
-        embed_cache=embed_cache,
-        device=device,
-    )
-
-
 def note_stale(info: DaemonInfo | None, why: str) -> None:
     """Tell the user (on stderr) about a dead daemon's discovery file that was removed."""
     from gbr.access.discovery import describe_stale
 
     err.print(f"[dim]note: {escape(describe_stale(info, why))}[/dim]")
-
-
-def package_root(path: Path) -> Path:
-    from gbr.core import paths
-
-    return paths.package_root(path)
-
-
-def parse_size(text: str, option: str = "--max-file-size") -> int:
-    from gbr.core.sizes import option_size
-
-    return option_size(text, option)
 
 
 @contextmanager

@@ -108,7 +108,7 @@ def index(
                     err.print(f"[dim]indexing through the daemon (pid {chosen_index.pid})[/dim]")
                 summary = chosen_index.index()
             else:
-                aside = package.set_aside_if_needed(False)  # a damaged file only
+                aside = package.set_aside_if_damaged()
                 _say_set_aside(aside, package.db)
                 rebuild = rebuild and aside is None and package.db.is_file()
                 if rebuild:
@@ -148,7 +148,7 @@ def _say_set_aside(aside: SetAside | None, db: Path) -> None:
     if aside is None:
         return
     err.print(
-        f"[yellow]the index {escape(str(db))} could not be read ({escape(aside.detail or '')}); "
+        f"[yellow]the index {escape(str(db))} could not be read ({escape(aside.detail)}); "
         f"kept it as {escape(aside.kept_as)} and rebuilding it from the source tree[/yellow]"
     )
 

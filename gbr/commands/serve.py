@@ -12,14 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from gbr.commands.common import (
-    configure,
-    errors,
-    load_model,
-    package_root,
-    parse_size,
-    start_telemetry,
-)
+from gbr.commands.common import errors
 from gbr.commands.options import (
     DbOption,
     DebugOption,
@@ -100,30 +93,31 @@ def serve(
 ) -> None:
     """Keep PATH indexed as files change, and answer search, ask and index over HTTP."""
     with errors(debug):
+        from gbr.access.opening import load_model, open_package, start_events
         from gbr.actors.faults import parse_faults
         from gbr.commands.web_page import open_page, page_url
         from gbr.core.errors import ConfigError
-        from gbr.core.paths import default_db
+        from gbr.core.sizes import option_size
         from gbr.daemon.server import DEFAULT_PORT
         from gbr.daemon.server import serve as run_daemon
         from gbr.daemon.service import DaemonConfig
 
-        root = package_root(path)
-        db_path = (db or default_db(root)).resolve()
-        try:
-            faults = parse_faults(os.environ.get(FAULTS.name))
-        except ValueError as exc:
-            raise ConfigError(f"{FAULTS.name}: {exc}") from None
-        human = not json_logs if json_logs is not None else _is_terminal(sys.stderr)
-        start_telemetry(db_path, echo=True, human=human)
-        package = configure(
-            root,
-            db_path,
+        package = open_package(
+            path,
+            db,
+            os.environ,
             include_deps=include_deps,
             max_file_size=max_file_size,
             embed_cache=embed_cache,
             device=device,
         )
+        root, db_path, settings = package.root, package.db.resolve(), package.config
+        try:
+            faults = parse_faults(os.environ.get(FAULTS.name))
+        except ValueError as exc:
+            raise ConfigError(f"{FAULTS.name}: {exc}") from None
+        human = not json_logs if json_logs is not None else _is_terminal(sys.stderr)
+        start_events(db_path, _warn, echo=True, human=human)
         config = DaemonConfig(
             root=root,
             db=db_path,
@@ -131,13 +125,13 @@ def serve(
             port=port if port is not None else _default_port(DEFAULT_PORT),
             token=token or None,
             debounce_ms=debounce_ms,
-            include_deps=package.include_deps,
-            max_bytes=package.max_bytes,
-            ignore=package.ignore,
+            include_deps=settings.include_deps,
+            max_bytes=settings.max_bytes,
+            ignore=settings.ignore,
             follow_outside_links=follow_outside_links,
             faults=faults,
-            embed_cache=package.embed_cache,
-            env=package.env,
+            embed_cache=settings.embed_cache,
+            env=settings.env,
         )
 
         def announce(info: DaemonInfo) -> None:
@@ -159,11 +153,11 @@ def serve(
 
         code = run_daemon(
             config,
-            lambda: load_model(model_dir, package.device),
+            lambda: load_model(model_dir, settings.env, settings.device),
             announce,
             note,
             allow_hosts=allow_host or (),
-            max_body_bytes=parse_size(max_body, "--max-body"),
+            max_body_bytes=option_size(max_body, "--max-body"),
             any_port_if_busy=port is None,
         )
         _quiet_dead_stdout()
@@ -191,6 +185,10 @@ def _is_terminal(stream: Any) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
         return False
+
+
+def _warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
 def _quiet_dead_stdout() -> None:

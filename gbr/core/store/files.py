@@ -112,12 +112,6 @@ def kept_aside(db: Path) -> list[Path]:
     return sorted(found)
 
 
-def remove_aside(aside: Path) -> None:
-    """Delete a file `set_aside` made, and its WAL; one that is already gone is fine."""
-    aside.unlink(missing_ok=True)
-    aside.with_name(aside.name + ".wal").unlink(missing_ok=True)
-
-
 def storable_text(text: str) -> str:
     """`text` as valid UTF-8: undecodable bytes (surrogate escapes) become `\xff` escapes.
 
