@@ -12,7 +12,8 @@
             (the page is served `no-store`), --loads fresh tabs each open `/?token=...`. The
             page marks when its index state and its example queries are drawn; "first load"
             is the later of the two, from the navigation's start (Navigation Timing), so it
-            counts the HTML, the five JavaScript modules, the stylesheet and three API calls.
+            counts the HTML, the stylesheet, the five JavaScript modules of the search view
+            and two API calls (`/web/state`, `/web/examples`).
 4. keys     --queries queries from bench/queries/*.jsonl (their first four words) typed
             key by key, slower than the page's debounce so each key sends a search: for each
             answer, the time from the response to the next frame after the hits were put in

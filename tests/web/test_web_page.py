@@ -316,7 +316,8 @@ def test_the_page_is_served_with_a_strict_policy(daemon: RunningDaemon) -> None:
     assert "unsafe" not in policy
     assert page.headers["referrer-policy"] == "no-referrer"
     assert re.findall(r"<script[^>]*>", page.text) == [  # no inline script
-        '<script type="module" src="/static/main.js">'
+        '<script type="module" async src="/static/api.js">',
+        '<script type="module" src="/static/main.js">',
     ]
     assert "style=" not in page.text and "innerHTML" not in script.text
     assert script.headers["content-type"].startswith("text/javascript")
