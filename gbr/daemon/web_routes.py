@@ -15,11 +15,12 @@ dropped files and the last run, which at 10k chunks made it the slowest call of 
 
 from __future__ import annotations
 
+import hashlib
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
 from fastapi.params import Depends
 from fastapi.responses import Response
 
@@ -55,14 +56,16 @@ IndexedPath = Annotated[
 ]
 
 
-def static_files() -> dict[str, tuple[bytes, str]]:
-    """{name: (bytes, content type)} of the page's files, read once at start."""
+def static_files() -> dict[str, tuple[bytes, str, str]]:
+    """{name: (bytes, content type, entity tag)} of the page's files, read once at start."""
     folder = resources.files("gbr.daemon") / "web"
-    found: dict[str, tuple[bytes, str]] = {}
+    found: dict[str, tuple[bytes, str, str]] = {}
     for entry in folder.iterdir():
         suffix = PurePosixPath(entry.name).suffix
         if entry.is_file() and suffix in _TYPES:
-            found[entry.name] = (entry.read_bytes(), _TYPES[suffix])
+            body = entry.read_bytes()
+            tag = f'"{hashlib.sha256(body).hexdigest()[:20]}"'
+            found[entry.name] = (body, _TYPES[suffix], tag)
     return found
 
 
@@ -73,17 +76,20 @@ def add_web_routes(app: FastAPI, daemon: Any, auth: list[Depends], errors: dict[
     # async: a dict lookup needs no trip through the thread pool, which searches may fill.
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> Response:
-        body, kind = files["index.html"]
+        body, kind, _ = files["index.html"]
         return Response(body, media_type=kind, headers=PAGE_HEADERS)
 
     @app.api_route("/static/{name}", methods=["GET", "HEAD"], include_in_schema=False)
-    async def static(name: str) -> Response:
+    async def static(name: str, request: Request) -> Response:
         if name == "index.html" or name not in files:
             return error_response(404, f"no such file {name[:100]!r} in the page", "NotFound")
-        body, kind = files[name]
-        return Response(
-            body, media_type=kind, headers={**PAGE_HEADERS, "cache-control": "no-cache"}
-        )
+        body, kind, tag = files[name]
+        # A browser keeps the file and asks each load whether it changed (a new gbr): the
+        # answer is then an empty 304, not the file again.
+        headers = {**PAGE_HEADERS, "cache-control": "no-cache", "etag": tag}
+        if tag in request.headers.get("if-none-match", ""):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type=kind, headers=headers)
 
     not_indexed: dict[int | str, dict[str, Any]] = {
         404: {"description": "The index holds no such file (search shows paths)."}
