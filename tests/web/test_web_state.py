@@ -18,8 +18,8 @@ import pytest
 
 from gbr.core.embed.embedder import OnnxEmbedder
 from tests.conftest import copy_small
-from tests.daemon.conftest import RunningDaemon, clean_env, index_once, start_daemon, wait_until
-from tests.web.conftest import TOKEN, page_url
+from tests.daemon.conftest import RunningDaemon, clean_env, start_daemon, wait_until
+from tests.web.conftest import TOKEN, indexed_daemon, page_url
 
 WAIT_MS = 20_000
 FUNCTIONS = 600  # each its own chunk, each text distinct: no cache or dedup shortcut
@@ -37,14 +37,8 @@ def generated_module(count: int) -> str:
 def working(tmp_path: Path, model: OnnxEmbedder) -> Iterator[RunningDaemon]:
     """`serve` on a copy of the small example, indexed beforehand: idle and healthy."""
     root = copy_small(tmp_path / "small")
-    index_once(root, root / ".gbr" / "index.duckdb", model)
-    env = clean_env(tmp_path / "home", GBR_TOKEN=TOKEN)
-    running = start_daemon(root, env=env, token=TOKEN)
-    try:
-        running.wait_idle()
+    with indexed_daemon(root, clean_env(tmp_path / "home", GBR_TOKEN=TOKEN), model) as running:
         yield running
-    finally:
-        running.stop()
 
 
 def state(daemon: RunningDaemon) -> dict[str, Any]:
