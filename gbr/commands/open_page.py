@@ -68,8 +68,15 @@ def open_page(
         # The token goes into a printed address only on a terminal, never into a pipe or log.
         shown = web_page.page_url(info.url, token if _is_terminal() else None)
         if json_out:
-            report = {"url": shown, "pid": info.pid, "root": info.root}
-            sys.stdout.write(json.dumps(report | {"token_required": info.token_required}) + "\n")
+            from gbr.commands.output import stamped
+
+            report = {
+                "url": shown,
+                "pid": info.pid,
+                "root": info.root,
+                "token_required": info.token_required,
+            }
+            sys.stdout.write(json.dumps(stamped(report, info.root)) + "\n")
             return
         if print_url:
             out.print(escape(shown))

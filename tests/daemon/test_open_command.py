@@ -99,7 +99,9 @@ def test_print_and_json_show_the_token_only_on_a_terminal(
     printed = ctl("open", str(daemon.root), "--print", cwd=tmp_path, env=env)
     assert printed.returncode == 0 and printed.stdout == f"{daemon.url}/\n"
     shown = ctl("open", str(daemon.root), "--json", cwd=tmp_path, env=env)
-    assert json.loads(shown.stdout) == {
+    report = json.loads(shown.stdout)
+    assert report.pop("schema_version") and report.pop("package") == "bookshelf"
+    assert report == {
         "url": f"{daemon.url}/",
         "pid": daemon.proc.pid,
         "root": str(daemon.root.resolve()),
