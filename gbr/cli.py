@@ -18,6 +18,7 @@ import typer
 
 from gbr.commands import ask, chat, coercion, graph, index, mcp, search, serve, settings, status
 from gbr.commands.common import out
+from gbr.commands.open_page import open_page
 
 # Plain option values without pydantic: 65-70 ms of a cold search (gbr/commands/coercion.py).
 coercion.install()
@@ -155,6 +156,7 @@ app.command()(chat.chat)
 app.command()(status.status)
 app.command("settings")(settings.settings_command)
 app.command()(serve.serve)
+app.command("open")(open_page)
 app.command()(mcp.mcp)
 app.command()(graph.refs)
 app.command()(graph.callers)

@@ -212,6 +212,19 @@ def index_file_here(env: Mapping[str, str], cwd: Path) -> Path:
         return default_db(package_root(cwd))
 
 
+def index_file_for(path: Path | None, db: Path | None, env: Mapping[str, str], cwd: Path) -> Path:
+    """The index a command names without opening it (`open` looks for its daemon): `db`,
+    else the package at `path`'s own, else the one found from `cwd` upward (or the one the
+    package at `cwd` would get)."""
+    from gbr.core.paths import default_db, package_root
+
+    if db is not None:
+        return db.expanduser().resolve()
+    if path is not None:
+        return default_db(package_root(path))
+    return index_file_here(env, cwd)
+
+
 def open_package(
     path: Path,
     db: Path | None,

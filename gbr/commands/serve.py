@@ -145,7 +145,7 @@ def serve(
                 out.print(f"web page: {escape(shown)}{asks}")
                 sys.stdout.flush()
             if open_browser:
-                open_page(page_url(info.url, token), note)
+                open_page(page_url(info.url, token), note, shown)
 
         def note(message: str) -> None:
             with suppress(*_DEAD_STREAM):

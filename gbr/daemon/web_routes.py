@@ -8,21 +8,25 @@ guarded API, and it writes index data into the page as text, never as HTML.
 
 `/web/file` reads a file of the index from disk and answers it highlighted (see
 gbr.core.parse.highlight), with the names the code graph knows as links; `/web/examples` gives
-the empty page a few queries drawn from the package itself.
+the empty page a few queries drawn from the package itself; `/web/state` is what the page's
+state bar shows, polled every few seconds, so it reads only counts: `/status` also lists the
+dropped files and the last run, which at 10k chunks made it the slowest call of a first load.
 """
 
 from __future__ import annotations
 
+import hashlib
 from importlib import resources
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request
 from fastapi.params import Depends
 from fastapi.responses import Response
 
 from gbr.core.errors import ConfigError, IndexEmptyError
 from gbr.core.parse.highlight import Link, lines, spans
+from gbr.core.store.facade import embedded_json
 from gbr.daemon.gate import error_response
 
 CSP = (
@@ -52,14 +56,16 @@ IndexedPath = Annotated[
 ]
 
 
-def static_files() -> dict[str, tuple[bytes, str]]:
-    """{name: (bytes, content type)} of the page's files, read once at start."""
+def static_files() -> dict[str, tuple[bytes, str, str]]:
+    """{name: (bytes, content type, entity tag)} of the page's files, read once at start."""
     folder = resources.files("gbr.daemon") / "web"
-    found: dict[str, tuple[bytes, str]] = {}
+    found: dict[str, tuple[bytes, str, str]] = {}
     for entry in folder.iterdir():
         suffix = PurePosixPath(entry.name).suffix
         if entry.is_file() and suffix in _TYPES:
-            found[entry.name] = (entry.read_bytes(), _TYPES[suffix])
+            body = entry.read_bytes()
+            tag = f'"{hashlib.sha256(body).hexdigest()[:20]}"'
+            found[entry.name] = (body, _TYPES[suffix], tag)
     return found
 
 
@@ -67,19 +73,23 @@ def add_web_routes(app: FastAPI, daemon: Any, auth: list[Depends], errors: dict[
     """Add the page and its routes; called by create_app before the gate learns the routes."""
     files = static_files()
 
+    # async: a dict lookup needs no trip through the thread pool, which searches may fill.
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
-    def page() -> Response:
-        body, kind = files["index.html"]
+    async def page() -> Response:
+        body, kind, _ = files["index.html"]
         return Response(body, media_type=kind, headers=PAGE_HEADERS)
 
     @app.api_route("/static/{name}", methods=["GET", "HEAD"], include_in_schema=False)
-    def static(name: str) -> Response:
+    async def static(name: str, request: Request) -> Response:
         if name == "index.html" or name not in files:
             return error_response(404, f"no such file {name[:100]!r} in the page", "NotFound")
-        body, kind = files[name]
-        return Response(
-            body, media_type=kind, headers={**PAGE_HEADERS, "cache-control": "no-cache"}
-        )
+        body, kind, tag = files[name]
+        # A browser keeps the file and asks each load whether it changed (a new gbr): the
+        # answer is then an empty 304, not the file again.
+        headers = {**PAGE_HEADERS, "cache-control": "no-cache", "etag": tag}
+        if tag in request.headers.get("if-none-match", ""):
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type=kind, headers=headers)
 
     not_indexed: dict[int | str, dict[str, Any]] = {
         404: {"description": "The index holds no such file (search shows paths)."}
@@ -93,12 +103,36 @@ def add_web_routes(app: FastAPI, daemon: Any, auth: list[Depends], errors: dict[
             raise IndexEmptyError("the index is not open yet; try again in a moment")
         return file_view(daemon.store.con, Path(daemon.config.root), path)
 
+    @app.get("/web/state", dependencies=auth, responses=errors, tags=["web"])
+    def state() -> dict[str, Any]:
+        """`/health`, plus files, chunks, vectors and whether a pass runs: the state bar."""
+        return {**daemon.health(), **index_state(daemon)}
+
     @app.get("/web/examples", dependencies=auth, responses=errors, tags=["web"])
     def examples() -> dict[str, Any]:
         """A few public function names and one doc line of the package, as example queries."""
         if daemon.store is None:
             return {"queries": []}
         return {"queries": example_queries(daemon.store.con)}
+
+
+def index_state(daemon: Any) -> dict[str, Any]:
+    """The counts the state bar shows, with `indexing` ("full", "changes" or null) and
+    `ready` (false until the first pass is done); zeros before the index is open."""
+    store = daemon.store
+    files = chunks = 0
+    embedded = {"chunks": 0, "of": 0}
+    if store is not None:
+        counts = store.counts()
+        files, chunks = counts["files_ok"] + counts["files_partial"], counts["chunks"]
+        embedded = embedded_json(store.coverage())
+    return {
+        "files": files,
+        "chunks": chunks,
+        "embedded": embedded,
+        "indexing": daemon.indexing,
+        "ready": daemon.first_pass.is_set(),
+    }
 
 
 def checked_path(con: Any, root: Path, rel: str) -> tuple[str, Path]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -84,15 +85,20 @@ def bookshelf_copy(dest: Path) -> Path:
 def daemon(
     tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm, model: OnnxEmbedder
 ) -> Iterator[RunningDaemon]:
-    """`serve` on the bookshelf with a token and the fake LLM as Groq.
-
-    Indexed first in this process with the session's model, so the daemon's first pass
-    finds every file unchanged: a daemon embeds on one thread, ten times slower.
-    """
+    """`serve` on the bookshelf with a token and the fake LLM as Groq."""
     base = tmp_path_factory.mktemp("web")
     root = bookshelf_copy(base / "bookshelf")
-    index_once(root, root / ".gbr" / "index.duckdb", model)
     env = clean_env(base / "home", GBR_TOKEN=TOKEN, **fake.env("groq", KEY))
+    with indexed_daemon(root, env, model) as running:
+        yield running
+
+
+@contextmanager
+def indexed_daemon(root: Path, env: dict[str, str], model: OnnxEmbedder) -> Iterator[RunningDaemon]:
+    """`serve ROOT` with the token, once idle. `root` is indexed first in this process with
+    the session's model, so the daemon's first pass finds every file unchanged: a daemon
+    embeds on one thread, ten times slower."""
+    index_once(root, root / ".gbr" / "index.duckdb", model)
     running = start_daemon(root, env=env, token=TOKEN)
     try:
         running.wait_idle()

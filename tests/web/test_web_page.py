@@ -307,6 +307,8 @@ def test_the_page_is_served_with_a_strict_policy(daemon: RunningDaemon) -> None:
     with httpx.Client(base_url=daemon.url, trust_env=False) as client:
         page = client.get("/")
         script = client.get("/static/main.js")
+        kept = client.get("/static/main.js", headers={"if-none-match": script.headers["etag"]})
+        changed = client.get("/static/main.js", headers={"if-none-match": '"other"'})
         assert client.get("/static/index.html").status_code == 404
         assert client.get("/static/..%2Fapp.py").status_code == 404
         data = client.get("/web/examples")
@@ -316,10 +318,14 @@ def test_the_page_is_served_with_a_strict_policy(daemon: RunningDaemon) -> None:
     assert "unsafe" not in policy
     assert page.headers["referrer-policy"] == "no-referrer"
     assert re.findall(r"<script[^>]*>", page.text) == [  # no inline script
-        '<script type="module" src="/static/main.js">'
+        '<script type="module" async src="/static/api.js">',
+        '<script type="module" src="/static/main.js">',
     ]
     assert "style=" not in page.text and "innerHTML" not in script.text
     assert script.headers["content-type"].startswith("text/javascript")
+    assert kept.status_code == 304 and kept.content == b""  # the browser's copy is current
+    assert changed.status_code == 200 and changed.content == script.content
+    assert kept.headers["content-security-policy"] == policy
     assert data.status_code == 401  # the page holds no data; its calls need the token
 
 

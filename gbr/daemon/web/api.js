@@ -13,7 +13,7 @@ export class ApiError extends Error {
 }
 
 /** Take a `?token=` from the address once, keep it for this tab, and drop it from the URL. */
-export function takeToken() {
+function takeToken() {
   const url = new URL(location.href);
   const token = url.searchParams.get("token");
   if (token === null) return;
@@ -36,10 +36,15 @@ function headers(extra = {}) {
   return token ? { ...extra, authorization: `Bearer ${token}` } : extra;
 }
 
-async function request(path, init) {
+function send(path, init) {
+  return fetch(path, { ...init, headers: headers(init.headers), cache: "no-store" });
+}
+
+/** The response of a sent request, or an ApiError that the page's listeners hear of. */
+async function settle(sent) {
   let response;
   try {
-    response = await fetch(path, { ...init, headers: headers(init.headers), cache: "no-store" });
+    response = await sent;
   } catch (error) {
     if (error.name === "AbortError") throw error;
     const failure = new ApiError(0, "the daemon is not answering", "Unreachable");
@@ -56,9 +61,31 @@ async function request(path, init) {
   throw failure;
 }
 
+function request(path, init) {
+  return settle(send(path, init));
+}
+
+// The first load's calls, sent as soon as this module arrives (index.html loads it on its
+// own, so it need not wait for the other modules): the state bar's, and the empty search
+// page's examples. The first getJson of each path takes its answer.
+const early = new Map();
+
+function sendEarly() {
+  const params = new URLSearchParams(location.search);
+  const paths = ["/web/state"];
+  if (!["q", "file", "graph", "ask"].some((name) => params.has(name))) paths.push("/web/examples");
+  for (const path of paths) {
+    const sent = send(path, {});
+    sent.catch(() => {}); // a failure is reported when it is taken, or not at all
+    early.set(path, sent);
+  }
+}
+
 export async function getJson(path, params = {}, signal) {
   const query = new URLSearchParams(params).toString();
-  const response = await request(query ? `${path}?${query}` : path, { signal });
+  const sent = !query && !signal && early.get(path);
+  early.delete(path);
+  const response = await (sent ? settle(sent) : request(query ? `${path}?${query}` : path, { signal }));
   return response.json();
 }
 
@@ -101,3 +128,6 @@ export async function postEvents(path, body, onEvent, signal) {
     }
   }
 }
+
+takeToken();
+sendEarly();

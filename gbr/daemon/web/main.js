@@ -1,24 +1,37 @@
 // The page's router and keys: which view the address shows, and what each key does there.
 
-import { onFailure, setToken, takeToken } from "./api.js";
+import { onFailure, setToken } from "./api.js";
 import { copy } from "./dom.js";
-import { showAsk } from "./ask.js";
-import { showFile } from "./file.js";
-import { showGraph } from "./graph.js";
 import { showSearch } from "./search.js";
-import { refreshStatus, startStatus } from "./status.js";
+import { banner, refreshStatus, startStatus } from "./status.js";
 
 let view = null;
+let routed = 0;
 
-function route() {
+// The search view comes with the page; the others are fetched when first shown, so a first
+// load asks for five modules rather than eight (a browser opens six connections at once).
+const LATER = {
+  file: () => import("./file.js").then((m) => m.showFile),
+  graph: () => import("./graph.js").then((m) => m.showGraph),
+  ask: () => import("./ask.js").then((m) => m.showAsk),
+};
+
+async function route() {
   const params = new URLSearchParams(location.search);
-  const main = document.getElementById("main");
+  const which = ["file", "graph", "ask"].find((name) => params.has(name)) || "search";
+  const turn = ++routed;
+  let show = showSearch;
+  if (which !== "search") {
+    try {
+      show = await LATER[which]();
+    } catch {
+      banner(`The page could not load its ${which} view from the daemon; reload the page.`);
+      return;
+    }
+  }
+  if (turn !== routed) return; // a newer address was routed while this view loaded
   if (view && view.leave) view.leave();
-  let which = "search";
-  if (params.has("file")) { view = showFile(main, params); which = "file"; }
-  else if (params.has("graph")) { view = showGraph(main, params); which = "graph"; }
-  else if (params.has("ask")) { view = showAsk(main, params); which = "ask"; }
-  else view = showSearch(main, params);
+  view = show(document.getElementById("main"), params);
   document.getElementById("nav-search").classList.toggle("on", which === "search");
   document.getElementById("nav-ask").classList.toggle("on", which === "ask");
 }
@@ -107,7 +120,6 @@ document.getElementById("keys-button").addEventListener("click", () => {
   document.getElementById("keys").showModal();
 });
 
-takeToken();
 onFailure((failure) => { if (failure.status === 401) askForToken(); });
 startStatus();
 route();

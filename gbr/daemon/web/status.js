@@ -7,7 +7,7 @@ const POLL_MS = 4000;
 let firstPid = null;
 let lastOk = 0;
 
-function banner(message, warn = false) {
+export function banner(message, warn = false) {
   const box = document.getElementById("banner");
   box.replaceChildren(message);
   box.className = warn ? "banner warn" : "banner";
@@ -26,31 +26,24 @@ function dead() {
   document.getElementById("state").replaceChildren(el("span", { class: "error" }, "daemon down"));
 }
 
-function describe(status, health) {
-  const parts = [`${status.files_ok + (status.files_partial || 0)} files`, `${status.chunks} chunks`];
-  const embedded = status.embedded;
+function describe(state) {
+  const parts = [`${state.files} files`, `${state.chunks} chunks`];
+  const embedded = state.embedded;
   if (embedded && embedded.of > 0 && embedded.chunks < embedded.of) {
     const share = Math.floor((100 * embedded.chunks) / embedded.of);
     parts.push(el("span", { class: "busy" }, `still embedding ${share} %`));
   }
-  if (!status.ready) parts.push(el("span", { class: "busy" }, "first pass: indexing…"));
-  else if (status.indexing) parts.push(el("span", { class: "busy" }, "indexing…"));
-  parts.push(health.status === "ok"
+  if (!state.ready) parts.push(el("span", { class: "busy" }, "first pass: indexing…"));
+  else if (state.indexing) parts.push(el("span", { class: "busy" }, "indexing…"));
+  parts.push(state.status === "ok"
     ? el("span", { class: "ok" }, "healthy")
-    : el("span", { class: "busy" }, health.status));
+    : el("span", { class: "busy" }, state.status));
   const nodes = [];
   parts.forEach((part, i) => { if (i) nodes.push(" · "); nodes.push(part); });
   return nodes;
 }
 
-async function poll() {
-  // Both at once: the state is drawn when the slower of the two comes, not after the sum.
-  const [healthy, stated] = await Promise.allSettled([getJson("/health"), getJson("/status")]);
-  if (healthy.status === "rejected") {
-    dead();
-    return;
-  }
-  const health = healthy.value;
+function judge(health) {
   if (firstPid === null) firstPid = health.pid;
   if (health.pid !== firstPid) {
     banner(`The daemon was restarted (pid ${firstPid} is now ${health.pid}); reload the page.`, true);
@@ -60,12 +53,27 @@ async function poll() {
   } else {
     clearBanner();
   }
-  if (stated.status === "rejected") {
-    if (stated.reason.status === 401) document.getElementById("state").textContent = "token needed";
+}
+
+async function poll() {
+  // One light call (health and counts); /status lists far more and was the slowest call
+  // of a first load. When it fails, /health (no token) tells a live daemon from a dead one.
+  let state;
+  try {
+    state = await getJson("/web/state");
+  } catch (error) {
+    if (!error.status) {
+      dead();
+      return;
+    }
+    const shown = error.status === 401 ? "token needed" : error.message;
+    document.getElementById("state").replaceChildren(el("span", { class: "error" }, shown));
+    try { judge(await getJson("/health")); } catch { dead(); }
     return;
   }
+  judge(state);
   lastOk = Date.now();
-  document.getElementById("state").replaceChildren(...describe(stated.value, health));
+  document.getElementById("state").replaceChildren(...describe(state));
   if (!performance.getEntriesByName("gbr-status").length) performance.mark("gbr-status");
 }
 
