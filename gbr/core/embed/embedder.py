@@ -151,7 +151,7 @@ class OnnxEmbedder:
         self._tokenizer_file = files.tokenizer
         self._untruncated: Tokenizer | None = None
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self.dim = int(self._session.get_outputs()[0].shape[-1])
+        self.dim = _hidden_width(self._session, files.onnx)
         # onnxruntime sessions are thread-safe, but the stats are not.
         self._lock = threading.Lock()
 
@@ -219,6 +219,20 @@ class OnnxEmbedder:
             self.stats.padded += mask.size - real
         unit: np.ndarray = pooled / np.maximum(norms, 1e-12)
         return unit
+
+
+def _hidden_width(session: ort.InferenceSession, path: Path) -> int:
+    """The width of the token states the model's first output holds: an embedder's export
+    gives [batch, tokens, width] (`last_hidden_state`); a pooled or classifier output cannot
+    be mean-pooled here, so it is refused at load rather than at the first batch."""
+    output = session.get_outputs()[0]
+    shape = list(output.shape)
+    if len(shape) != 3 or not isinstance(shape[-1], int):
+        raise ConfigError(
+            f"{path}: its first output {output.name} has shape {shape}; an embedding model "
+            "needs token states [batch, tokens, width] (last_hidden_state) first"
+        )
+    return shape[-1]
 
 
 def _device_session(
