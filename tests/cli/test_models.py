@@ -294,6 +294,36 @@ def test_fetch_without_yes_and_no_terminal_asks_for_it_and_downloads_nothing(
     assert not (tmp_path / "home" / "models" / "tiny").exists()
 
 
+@pytest.mark.parametrize("answer", ["n", "y"])
+def test_at_a_terminal_the_licence_is_asked_for(
+    tmp_path: Path, server: ModelServer, answer: str
+) -> None:
+    """stdin a terminal (a pty): the prompt decides; no means nothing is downloaded."""
+    import pty
+
+    catalogue = tiny_catalogue(tmp_path, server)
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    env.update(NO_COLOR="1", GBR_HOME=str(tmp_path / "home"), GBR_MODELS_URL=server.url)
+    main, terminal = pty.openpty()
+    try:
+        os.write(main, f"{answer}\n".encode())
+        result = subprocess.run(
+            [CTL, "models", "fetch", "tiny", "--catalogue", str(catalogue)],
+            stdin=terminal, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(main)
+    assert "Accept the MIT-TEST licence" in result.stdout
+    fetched = (tmp_path / "home" / "models" / "tiny").is_dir()
+    if answer == "n":
+        assert result.returncode == 2 and "not accepted" in one_error_line(result)
+        assert server.requests == [] and not fetched
+    else:
+        assert result.returncode == 0, result.stderr
+        assert fetched and len(server.requests) == 2
+
+
 def test_an_interrupted_fetch_leaves_no_half_model(tmp_path: Path, server: ModelServer) -> None:
     """Ctrl-C during the second file: the first, complete, goes too."""
     catalogue = tiny_catalogue(tmp_path, server)
