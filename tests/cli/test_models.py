@@ -140,6 +140,18 @@ def test_a_model_that_gives_no_token_states_is_refused_at_load(
     assert "last_hidden_state" in one_error_line(result)
 
 
+def test_a_model_whose_width_is_a_symbol_is_measured(tmp_path: Path) -> None:
+    from gbr.core.embed.embedder import OnnxEmbedder
+    from gbr.core.embed.model_files import resolve_model_files
+    from tests.tiny_models import EMBED_WIDTH
+
+    folder = build_tiny_embedder(tmp_path / "symbolic", width_known=False)
+    embedder = OnnxEmbedder(resolve_model_files(folder))
+    assert embedder.dim == EMBED_WIDTH
+    vectors = embedder.embed_batch(["parse json", "parse json user"])
+    assert vectors.shape == (2, EMBED_WIDTH) and float(vectors[0] @ vectors[1]) > 0.8
+
+
 # --- models fetch -----------------------------------------------------------------------
 
 
