@@ -16,7 +16,19 @@ from typing import Annotated, Any
 
 import typer
 
-from gbr.commands import ask, chat, coercion, graph, index, mcp, search, serve, settings, status
+from gbr.commands import (
+    ask,
+    chat,
+    coercion,
+    graph,
+    index,
+    mcp,
+    models,
+    search,
+    serve,
+    settings,
+    status,
+)
 from gbr.commands.common import out
 from gbr.commands.open_page import open_page
 
@@ -162,6 +174,7 @@ app.command()(graph.refs)
 app.command()(graph.callers)
 app.command()(graph.callees)
 app.command()(graph.graph)
+app.command()(models.models)
 
 
 def main() -> None:

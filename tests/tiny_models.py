@@ -126,3 +126,67 @@ def _tokenizer() -> Tokenizer:
         special_tokens=[("[CLS]", VOCAB["[CLS]"]), ("[SEP]", VOCAB["[SEP]"])],
     )
     return tokenizer
+
+
+# The tiny embedder's width: one number per word of its vocabulary.
+EMBED_WIDTH = len(VOCAB)
+
+
+def build_tiny_embedder(dir: Path, width_known: bool = True) -> Path:
+    """Write an embedding model's `model.onnx` and `tokenizer.json` into `dir`, return `dir`.
+
+    Shaped like a BERT export (`input_ids`, `attention_mask`, `token_type_ids` in, a
+    `last_hidden_state` [batch, tokens, width] out): each word's state is its one-hot row,
+    special and unknown tokens' are zero, and padding is masked out, so after gbr's mean
+    pooling a text's vector is its bag of known words, and the cosine of two texts is
+    plain word overlap that a test can work out by hand. The bytes are the same every run.
+    `width_known=False` tiles the states by a count read from the mask at run time (1 for
+    any real text), so the file cannot say its width, as some exports do not.
+    """
+    import numpy as np
+
+    dir.mkdir(parents=True, exist_ok=True)
+    table = np.eye(len(VOCAB), EMBED_WIDTH)
+    table[: len(SPECIAL_TOKENS)] = 0.0
+    inputs = [
+        helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "seq"])
+        for name in ("input_ids", "attention_mask", "token_type_ids")
+    ]
+    output = helper.make_tensor_value_info(
+        "last_hidden_state",
+        TensorProto.FLOAT,
+        ["batch", "seq", EMBED_WIDTH if width_known else "width"],
+    )
+    initializers = [
+        helper.make_tensor(
+            "table", TensorProto.FLOAT, list(table.shape), table.astype("float32").ravel()
+        ),
+        helper.make_tensor("axis2", TensorProto.INT64, [1], [2]),
+        helper.make_tensor("ones2", TensorProto.INT64, [2], [1, 1]),
+        helper.make_tensor("flat", TensorProto.INT64, [1], [1]),
+    ]
+    node = helper.make_node
+    tile = [
+        node("ReduceMax", ["attention_mask"], ["most"], keepdims=1),
+        node("Reshape", ["most", "flat"], ["times"]),
+        node("Concat", ["ones2", "times"], ["repeats"], axis=0),
+        node("Tile", ["masked", "repeats"], ["last_hidden_state"]),
+    ]
+    nodes = [
+        node("Gather", ["table", "input_ids"], ["states"], axis=0),
+        node("Cast", ["attention_mask"], ["mask"], to=TensorProto.FLOAT),
+        node("Unsqueeze", ["mask", "axis2"], ["mask3"]),
+        node("Mul", ["states", "mask3"], ["masked" if not width_known else "last_hidden_state"]),
+        *(tile if not width_known else []),
+    ]
+    graph = helper.make_graph(nodes, "tiny_embedder", inputs, [output], initializer=initializers)
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        ir_version=IR_VERSION,
+        producer_name="gbr-tests",
+    )
+    onnx.checker.check_model(model, full_check=True)
+    onnx.save(model, str(dir / "model.onnx"))
+    _tokenizer().save(str(dir / "tokenizer.json"))
+    return dir

@@ -101,6 +101,12 @@ SECOND_OPINION_FILL = Variable(
 RERANK_MODEL_DIR = Variable(
     "GBR_RERANK_MODEL_DIR", "path", "", "a cross-encoder folder: --rerank then uses it"
 )
+MODELS_URL = Variable(
+    "GBR_MODELS_URL",
+    "text",
+    "https://huggingface.co",
+    "where `models fetch` downloads from: a mirror laid out like the Hugging Face hub",
+)
 TOKEN = Variable("GBR_TOKEN", "secret", "", "the daemon's bearer token, for it and its clients")
 PORT = Variable("GBR_PORT", "number", "7717", "the port `serve` listens on")
 FAULTS = Variable("GBR_FAULTS", "text", "", "crash drills for tests (stage@N, ...); never in use")
@@ -135,6 +141,7 @@ VARIABLES: Mapping[str, Variable] = MappingProxyType(
             SECOND_OPINION,
             SECOND_OPINION_FILL,
             RERANK_MODEL_DIR,
+            MODELS_URL,
             TOKEN,
             PORT,
             FAULTS,

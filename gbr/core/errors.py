@@ -13,6 +13,7 @@ GbrError                 every error gbr raises on purpose; its message ends wit
 ├── NameNotFoundError    `refs`/`callers`/`callees` of a name the code graph does not know
 ├── SupervisionError     an actor kept crashing and its supervisor gave up
 ├── DaemonError          a daemon cannot be reached, or one already serves the index
+├── ModelFetchError      `models fetch` could not download a model whole; nothing was kept
 └── ProviderError        an LLM provider failed (`.provider` names it)
     ├── MissingKeyError            no provider configured, or the chosen one lacks its key
     ├── ProviderAuthError          the provider rejected the key (401/403)
@@ -88,6 +89,11 @@ class SupervisionError(GbrError):
 
 class DaemonError(GbrError):
     """A daemon cannot be reached or started: it stopped answering, or one already serves."""
+
+
+class ModelFetchError(GbrError):
+    """A model's download failed (network, HTTP status, cut short, wrong digest); the
+    half-fetched files were removed, so the cache holds the model whole or not at all."""
 
 
 class ProviderError(GbrError):

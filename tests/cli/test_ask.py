@@ -175,6 +175,34 @@ def test_rerank_with_a_local_cross_encoder(
     assert len(data["chunks"]) == 8
 
 
+def test_rerank_with_a_hub_layout_folder_given_as_is(package: Path, tmp_path: Path) -> None:
+    """`--reranker DIR` takes a folder as the hub lays it out (onnx/model.onnx)."""
+    built = build_tiny_cross_encoder(tmp_path / "built")
+    hub = tmp_path / "ms-marco-export"
+    (hub / "onnx").mkdir(parents=True)
+    (built / "model.onnx").rename(hub / "onnx" / "model.onnx")
+    (built / "tokenizer.json").rename(hub / "tokenizer.json")
+    result = ask(package, "--dry-run", "--json", "--rerank", "--reranker", str(hub), QUESTION)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["reranker"] == "cross-encoder:ms-marco-export"
+
+
+@pytest.mark.parametrize("keep", ["model.onnx", "tokenizer.json"])
+def test_a_reranker_folder_missing_a_file_is_one_line_naming_it(
+    package: Path, tmp_path: Path, keep: str
+) -> None:
+    built = build_tiny_cross_encoder(tmp_path / "built")
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (built / keep).rename(bad / keep)
+    missing = "tokenizer.json" if keep == "model.onnx" else "model.onnx"
+    result = ask(package, "--dry-run", "--rerank", "--reranker", str(bad), QUESTION)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert f"cross-encoder folder {bad} has no {missing};" in line, line
+    assert "GBR_RERANK_MODEL_DIR" in line and not result.stdout
+
+
 def test_index_can_run_while_an_answer_streams(package: Path, fake_llm: FakeLlm) -> None:
     """`ask` reads the index only to retrieve; the answer's seconds belong to the LLM."""
     fake_llm.script(Reply("one two three four five six", chunks=6, chunk_delay=0.5))

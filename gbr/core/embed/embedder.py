@@ -153,7 +153,7 @@ class OnnxEmbedder:
         self._tokenizer_file = files.tokenizer
         self._untruncated: Tokenizer | None = None
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self.dim = int(self._session.get_outputs()[0].shape[-1])
+        self.dim = _hidden_width(self._session, files.onnx)
         # onnxruntime sessions are thread-safe, but the stats are not.
         self._lock = threading.Lock()
 
@@ -228,6 +228,28 @@ class OnnxEmbedder:
                 f"install it again, or point {MODEL_DIR.name} at a good copy"
             )
         return unit
+
+
+def _hidden_width(session: ort.InferenceSession, path: Path) -> int:
+    """The width of the token states the model's first output holds: an embedder's export
+    gives [batch, tokens, width] (`last_hidden_state`); a pooled or classifier output cannot
+    be mean-pooled here, so it is refused at load rather than at the first batch. An export
+    whose width is a symbol is asked once, with a one-token text."""
+    output = session.get_outputs()[0]
+    shape = list(output.shape)
+    if len(shape) != 3:
+        raise ConfigError(
+            f"{path}: its first output {output.name} has shape {shape}; an embedding model "
+            "needs token states [batch, tokens, width] (last_hidden_state) first"
+        )
+    if isinstance(shape[-1], int):
+        return shape[-1]
+    one = np.ones((1, 1), dtype=np.int64)
+    feeds = {i.name: one for i in session.get_inputs()}
+    try:
+        return int(session.run([output.name], feeds)[0].shape[-1])
+    except Exception as exc:
+        raise ConfigError(f"{path}: cannot run it on a one-token text: {exc}") from exc
 
 
 def _device_session(

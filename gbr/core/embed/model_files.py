@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from gbr.core.embed.model_folder import folder_files
 from gbr.core.environ import MODEL_DIR, MODEL_ONNX, NO_ENV, TOKENIZER
 from gbr.core.errors import ConfigError
 from gbr.core.paths import DATA_DIR
@@ -93,9 +94,12 @@ def resolve_model_files(
     model_dir = model_dir or env.get(MODEL_DIR.name)
     onnx = onnx or env.get(MODEL_ONNX.name)
     tokenizer = tokenizer or env.get(TOKENIZER.name)
-    if model_dir:
-        onnx = onnx or Path(model_dir) / "model.onnx"
-        tokenizer = tokenizer or Path(model_dir) / "tokenizer.json"
+    if model_dir and not (onnx and tokenizer):
+        found_onnx, found_tokenizer = folder_files(
+            Path(model_dir), "model", "check --model-dir or GBR_MODEL_DIR"
+        )
+        onnx = onnx or found_onnx
+        tokenizer = tokenizer or found_tokenizer
     if not onnx and not tokenizer:
         files = default_model_files()
     elif not (onnx and tokenizer):

@@ -22,6 +22,7 @@ import numpy as np
 
 from gbr.core import telemetry
 from gbr.core.embed.embedder import onnx_session
+from gbr.core.embed.model_folder import folder_files
 from gbr.core.environ import NO_ENV, RERANK_MODEL_DIR, is_off
 from gbr.core.errors import ConfigError
 from gbr.core.llm.base import Message
@@ -218,16 +219,9 @@ def passage_text(hit: Hit, max_chars: int) -> str:
 
 def _model_files(model_dir: Path) -> tuple[Path, Path]:
     """`model.onnx` (or `onnx/model.onnx`, the Hugging Face layout) and `tokenizer.json`."""
-    fix = "the folder needs model.onnx and tokenizer.json (see README, reranking)"
-    if not model_dir.is_dir():
-        raise ConfigError(f"cross-encoder folder not found: {model_dir}; {fix}")
-    onnx = model_dir / "model.onnx"
-    if not onnx.is_file() and (model_dir / "onnx" / "model.onnx").is_file():
-        onnx = model_dir / "onnx" / "model.onnx"
-    for path in (onnx, model_dir / "tokenizer.json"):
-        if not path.is_file():
-            raise ConfigError(f"cross-encoder file not found: {path}; {fix}")
-    return onnx, model_dir / "tokenizer.json"
+    return folder_files(
+        model_dir, "cross-encoder", "pass --reranker DIR or set GBR_RERANK_MODEL_DIR"
+    )
 
 
 class CrossEncoderReranker:
