@@ -31,6 +31,7 @@ from gbr.commands.options import (
     JsonOption,
     MaxFileSizeOption,
     ModelDirOption,
+    PackageArgument,
 )
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
 
 def index(
-    path: Annotated[Path, typer.Argument(help="Package, or folder of packages.")] = Path("."),
+    path: PackageArgument = Path("."),
     db: DbOption = None,
     json_out: JsonOption = False,
     strict: Annotated[

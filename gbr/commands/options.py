@@ -99,3 +99,4 @@ MaxFileSizeOption = Annotated[
         show_default=False,
     ),
 ]
+PackageArgument = Annotated[Path, typer.Argument(help="Package, or folder of packages.")]

@@ -22,6 +22,7 @@ from gbr.commands.options import (
     IncludeDepsOption,
     MaxFileSizeOption,
     ModelDirOption,
+    PackageArgument,
 )
 from gbr.core.environ import FAULTS, PORT, TOKEN
 
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def serve(
-    path: Annotated[Path, typer.Argument(help="Package, or folder of packages.")] = Path("."),
+    path: PackageArgument = Path("."),
     host: Annotated[
         str,
         typer.Option("--host", help="Interface to listen on; other than loopback needs --token."),
