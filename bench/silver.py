@@ -49,6 +49,7 @@ from bench.eval import (  # noqa: E402
     Unit,
     Variant,
     devcorpus_variants,
+    learned_variants,
     pick,
     run_units,
     summarise,
@@ -82,6 +83,7 @@ def silver_variants() -> list[Variant]:
         Variant("hybrid-raw", "hybrid", note="fusion alone, no priors"),
         Variant("dense", "dense"),
         Variant("bm25", "bm25"),
+        *learned_variants(shipped),  # with the shared cache, as `shipped`
     ]
 
 
