@@ -253,7 +253,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     ).stdout.strip()
     data = ranker.as_json(
         made_by="bench/experiments/train_silver_ranker.py collect --split train --cap "
-        f"{cap} && collect --split dev && fit --features {args.features}",
+        f"{cap} && collect --split dev"
+        + (f" && collect --split {DEVCORPUS_DEV}" if asked else "")
+        + f" && fit --features {args.features} --out {args.out.name}",
         commit=commit,
         data={
             "corpus": "bench/corpus/MANIFEST.tsv (silver train split, docs stripped)",
