@@ -1,8 +1,11 @@
 """Learn how to combine the ranking features on the silver train split (issue 29, item 3).
 
-    nice -n 15 .venv/bin/python bench/experiments/train_silver_ranker.py collect --split train
-    nice -n 15 .venv/bin/python bench/experiments/train_silver_ranker.py collect --split dev
-    .venv/bin/python bench/experiments/train_silver_ranker.py fit --out gbr/core/data/learned.json
+    S=bench/experiments/train_silver_ranker.py
+    nice -n 15 .venv/bin/python $S collect --split train --cap 30   # the shipped files: 120 of 172
+    nice -n 15 .venv/bin/python $S collect --split dev              #   repositories, then stopped
+    nice -n 15 .venv/bin/python $S collect --split devcorpus-dev
+    .venv/bin/python $S fit --out gbr/core/data/ranker-silver-chosen.json   # every feature set
+    .venv/bin/python $S time --db INDEX --ranker gbr/core/data/ranker-silver-chosen.json
 
 `collect` runs each query of a silver split (bench/silver.py build) through the shipped
 search up to the ranking stage, on the split's per-repository indexes, and keeps every
@@ -12,12 +15,17 @@ pool the learned combination would reorder: the top 30 after priors, each hit's 
 other hits of the pool are the hard negatives: our own first stage's, from the same
 repository. Pools are kept as a pickle beside the silver data (never in git).
 
-`fit` trains a pairwise logistic model (every target against every other hit of its pool,
-each query weighing the same, L2 penalty; bench/experiments/train_ranker.py's solver) on
-the train pools, for each feature set and penalty, scores each on the dev pools against
-the pool as retrieved and the shipped half-and-half mix, and writes the one with the best
-dev MRR@10. The test split is never read here: `bench/silver.py run --split test` scores
-the written file once, as the `learned` variant.
+`collect --split devcorpus-dev` does the same for the devcorpus dev half (hand-written
+questions over code with its docs). `fit` trains a pairwise logistic model (every target
+against every other hit of its pool, each query weighing the same, L2 penalty;
+train_ranker.py's objective, solved by Newton's method) on the train pools, for each
+feature set and penalty, scores each on the dev pools against the pool as retrieved and
+the shipped half-and-half mix, and writes the one with the best silver dev MRR@10 among
+those that lose neither R@5 nor MRR@10 on the devcorpus dev half's pools (when collected).
+The test split and the held-out half are never read here: `bench/silver.py run --split
+test` and `bench/eval.py --devcorpus --half held` score the written file once, as the
+`learned*` variant named after it (bench/eval.py `learned_variants`). `time` compares warm
+search with and without a file. docs/decisions/0009-learned-combination.md has the figures.
 """
 
 from __future__ import annotations
@@ -54,7 +62,7 @@ from bench.eval import (  # noqa: E402
     units_of,
 )
 from bench.silver import WORK, queries_of  # noqa: E402
-from gbr.core.rank.ranker import FEATURES, LinearRanker  # noqa: E402
+from gbr.core.rank.ranker import FEATURES, SILVER_RANKER_PATH, LinearRanker, load_ranker  # noqa: E402
 from gbr.core.rank.search import Ranking, Searcher  # noqa: E402
 from gbr.core.records import NO_FILTER  # noqa: E402
 from gbr.core.store.facade import Store  # noqa: E402
@@ -276,6 +284,30 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_time(args: argparse.Namespace) -> int:
+    """Warm hybrid search with the shipped ranking and with `--ranker` in its place,
+    alternating query by query on one index, so machine noise falls on both alike."""
+    questions = [json.loads(line)["query"] for line in args.queries.read_text().splitlines()]
+    model = load_model()
+    shipped = Ranking.default({})
+    learned = replace(shipped, ranker=load_ranker(args.ranker))
+    with Store.open(args.db, read_only=True) as store:
+        both = (Searcher(store, model, ranking=shipped), Searcher(store, model, ranking=learned))
+        for question in questions:  # warm: vectors, the second model's memo
+            for searcher in both:
+                searcher.search(question)
+        seconds: tuple[list[float], list[float]] = ([], [])
+        for _ in range(args.rounds):
+            for question in questions:
+                for searcher, times in zip(both, seconds, strict=True):
+                    started = time.perf_counter()
+                    searcher.search(question)
+                    times.append(time.perf_counter() - started)
+    p50 = [1000 * float(np.median(times)) for times in seconds]
+    print(f"warm hybrid p50: shipped {p50[0]:.1f} ms, {args.ranker.name} {p50[1]:.1f} ms")
+    return 0
+
+
 def _also(asked: list[Group], ranker: Any) -> str:
     """The devcorpus dev half's pools too, when collected: the questions people ask."""
     if not asked:
@@ -300,8 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("fit", help="train on the train pools, choose on the dev pools")
     f.add_argument("--features", default=",".join(FEATURE_SETS))
     f.add_argument("--out", type=Path, help="write the chosen ranker here")
+    t = sub.add_parser("time", help="warm search, shipped against a ranker file, one index")
+    t.add_argument("--db", type=Path, required=True, help="an index, e.g. of examples/")
+    t.add_argument("--ranker", type=Path, default=SILVER_RANKER_PATH)
+    t.add_argument("--queries", type=Path, default=REPO / "bench" / "queries" / "bookshelf.jsonl")
+    t.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args(argv)
-    return cmd_collect(args) if args.command == "collect" else cmd_fit(args)
+    commands = {"collect": cmd_collect, "fit": cmd_fit, "time": cmd_time}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":
