@@ -1,8 +1,8 @@
 """Learn how to combine the ranking features on the silver train split (issue 29, item 3).
 
     S=bench/experiments/train_silver_ranker.py
-    nice -n 15 .venv/bin/python $S collect --split train --cap 30   # the shipped files: 120 of 172
-    nice -n 15 .venv/bin/python $S collect --split dev              #   repositories, then stopped
+    nice -n 15 .venv/bin/python $S collect --split train --cap 30 # the committed files: 120 of 172
+    nice -n 15 .venv/bin/python $S collect --split dev            #   repositories, then stopped
     nice -n 15 .venv/bin/python $S collect --split devcorpus-dev
     .venv/bin/python $S fit --out gbr/core/data/ranker-silver-chosen.json   # every feature set
     .venv/bin/python $S time --db INDEX --ranker gbr/core/data/ranker-silver-chosen.json
