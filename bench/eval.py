@@ -37,7 +37,7 @@ from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
 from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
 from gbr.core.parse.chunk_text import search_text  # noqa: E402
 from gbr.core.rank.priors import Priors  # noqa: E402
-from gbr.core.rank.ranker import load_ranker  # noqa: E402
+from gbr.core.rank.ranker import SILVER_RANKER_PATH, load_ranker  # noqa: E402
 from gbr.core.rank.rerank import Reranker, load_reranker  # noqa: E402
 from gbr.core.rank.search import NO_RANKING, Fusion, Ranking, Searcher  # noqa: E402
 from gbr.core.records import (  # noqa: E402
@@ -91,6 +91,19 @@ GRAPH_PRIORS: dict[str, Priors] = {
         for f in (1.05, 1.1, 1.2, 1.4)
     },
 }
+
+
+def learned_variants(shipped: Ranking) -> list[Variant]:
+    """Issue 29: the shipped ranking with a combination learned on the silver train split in
+    place of the half-and-half mix, one per file bench/experiments/train_silver_ranker.py
+    wrote (ranker-silver.json is `learned`, ranker-silver-all.json `learned-all`)."""
+    out = []
+    for path in sorted(SILVER_RANKER_PATH.parent.glob(f"{SILVER_RANKER_PATH.stem}*.json")):
+        name = "learned" + path.stem.removeprefix(SILVER_RANKER_PATH.stem)  # learned-all, ...
+        ranking = replace(shipped, ranker=load_ranker(path))
+        out.append(Variant(name, "hybrid", ranking=ranking, note=f"{path.name}: silver train"))
+    return out
+
 
 PLAIN_RRF = Fusion(method="rrf", alpha=0.5, code_alpha=0.5, rrf_k=60, depth=50)
 VARIANTS: list[Variant] = [
@@ -171,6 +184,7 @@ VARIANTS: list[Variant] = [
         ranking=replace(Ranking.default(), second=None),
         note="the default without the second opinion",
     ),
+    *learned_variants(Ranking.default()),
     Variant(
         "hybrid-prose-text",
         "hybrid",
@@ -651,6 +665,7 @@ def devcorpus_variants() -> list[Variant]:
             ranking=replace(Ranking.default(), second=None),
             note="shipped without the second opinion (before round four)",
         ),
+        *learned_variants(Ranking.default()),
     ]
     for text in ("doc2", "name5", "no-module", "no-body", "prose-weighted", "prose-doc2"):
         out.append(Variant(f"text-{text}", "hybrid", search_text=text, ranking=Ranking.default()))

@@ -29,6 +29,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -49,6 +51,7 @@ from bench.eval import (  # noqa: E402
     Unit,
     Variant,
     devcorpus_variants,
+    learned_variants,
     pick,
     run_units,
     summarise,
@@ -82,6 +85,7 @@ def silver_variants() -> list[Variant]:
         Variant("hybrid-raw", "hybrid", note="fusion alone, no priors"),
         Variant("dense", "dense"),
         Variant("bm25", "bm25"),
+        *learned_variants(shipped),  # with the shared cache, as `shipped`
     ]
 
 
@@ -257,6 +261,41 @@ def cmd_table(args: argparse.Namespace) -> int:
     return 0
 
 
+def rank_rows(ranks: list[int]) -> np.ndarray:
+    """METRICS per query from where its (single) target came, 0 for outside the top 10."""
+    r = np.array(ranks, dtype=np.float64)
+    found = r > 0
+    rr = np.divide(1.0, r, out=np.zeros_like(r), where=found)
+    return np.stack([r == 1, found & (r <= 5), found, rr], axis=1).astype(np.float64)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Variant B against variant A of one run, query by query: the mean difference of each
+    metric with a 95 % bootstrap interval over queries of the paired differences (narrower
+    than comparing the two intervals, since both variants answer the same queries)."""
+    report = json.loads(args.json.read_text())
+    print(
+        f"| split | layout | {args.b} - {args.a} | queries | "
+        + " | ".join(f"{m} [95 % CI]" for m in METRICS)
+        + " |\n|"
+        + " --- |" * (4 + len(METRICS))
+    )
+    for split, layouts in report["splits"].items():
+        for layout, block in layouts.items():
+            if args.a not in block or args.b not in block:
+                continue
+            a, b = block[args.a]["ranks"], block[args.b]["ranks"]
+            ids = sorted(a)
+            diff = rank_rows([b[i] for i in ids]) - rank_rows([a[i] for i in ids])
+            interval = bootstrap_interval(diff)
+            cells = [
+                f"{diff[:, n].mean():+.3f} [{interval[m][0]:+.3f}, {interval[m][1]:+.3f}]"
+                for n, m in enumerate(METRICS)
+            ]
+            print(f"| {split} | {layout} | | {len(ids)} | " + " | ".join(cells) + " |")
+    return 0
+
+
 def _variants(spec: str, parser: argparse.ArgumentParser) -> list[Variant]:
     own = {v.name: v for v in silver_variants()}
     names = [n.strip() for n in spec.split(",")]
@@ -394,6 +433,10 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--out", type=Path, default=WORK / "train-negatives.jsonl")
     t = sub.add_parser("table", help="the markdown table of a run's JSON")
     t.add_argument("json", type=Path)
+    c = sub.add_parser("compare", help="variant B minus variant A of a run, paired")
+    c.add_argument("json", type=Path)
+    c.add_argument("a", help="the variant compared against, e.g. shipped")
+    c.add_argument("b", help="the variant compared, e.g. learned")
     args = parser.parse_args(argv)
     if args.command == "build":
         return cmd_build(args)
@@ -401,6 +444,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_run(args, parser)
     if args.command == "table":
         return cmd_table(args)
+    if args.command == "compare":
+        return cmd_compare(args)
     return cmd_negatives(args)
 
 

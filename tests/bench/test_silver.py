@@ -432,3 +432,22 @@ def test_recreate_fails_when_a_file_is_not_what_the_list_says(tmp_path: Path) ->
 
     assert done.returncode != 0
     assert "FAILED" in done.stdout + done.stderr
+
+
+def test_compare_gives_the_paired_difference_of_two_variants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """B found q2 (missed by A), lost q1's first place and lifted q3 into the top 5."""
+    block = {
+        "a": {"ranks": {"q1": 1, "q2": 0, "q3": 6}},
+        "b": {"ranks": {"q1": 2, "q2": 1, "q3": 3}},
+    }
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps({"splits": {"test": {"per-package": block}}}))
+    assert main(["compare", str(run), "a", "b"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:2] == ["test", "per-package"] and cells[3] == "3"
+    means = [float(c.split()[0]) for c in cells[4:]]
+    # R@1: -1 +1 0; R@5: 0 +1 +1; R@10: 0 +1 0; MRR: -1/2 +1 (1/3 - 1/6)
+    assert means == pytest.approx([0.0, 0.667, 0.333, (-0.5 + 1 + 1 / 3 - 1 / 6) / 3], abs=1e-3)

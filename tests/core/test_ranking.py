@@ -92,9 +92,9 @@ def test_ask_passes_the_policy_to_retrieval(store: Store, model: OnnxEmbedder) -
 
 def test_shipped_ranker_file_loads() -> None:
     ranker = load_ranker()
-    assert ranker.weights.shape == (len(FEATURES),)
     data = json.loads(DEFAULT_RANKER_PATH.read_text())
-    assert data["features"] == list(FEATURES)
+    assert ranker.weights.shape == (len(data["features"]),)
+    assert set(data["features"]) <= set(FEATURES)
     assert set(data["trained_on"]).isdisjoint(
         {"lpil__sqlight", "gleam-lang__time", "hayleigh-dot-dev__modem"}
     ), "trained on the held-out half"

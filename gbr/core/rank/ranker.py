@@ -28,6 +28,9 @@ from gbr.core.paths import DATA_DIR
 from gbr.core.rank.priors import Intent, TestPolicy, is_example, is_test
 
 DEFAULT_RANKER_PATH = DATA_DIR / "ranker.json"
+# Issue 29: the combination of these features and the second model's, learned on the silver
+# train split (bench/experiments/train_silver_ranker.py); see docs/decisions/0009.
+SILVER_RANKER_PATH = DATA_DIR / "ranker-silver.json"
 
 _STOP = frozenset(
     [
@@ -165,14 +168,27 @@ FEATURES: tuple[str, ...] = (
     "private",
     "log_lines",
     "has_doc",
+    # Issue 29: the learned combination reads what the shipped half-and-half mix reads (both
+    # scores scaled over the pool), so that mix is one of the weightings it can learn.
+    "fused_span",
+    "second_span",
+    "second_gap",
+    "second_rrank",
 )
+SECOND_FEATURES = frozenset(f for f in FEATURES if f.startswith("second_"))
+_OF_ONE_HIT = FEATURES.index("fused_span")  # the columns before it read one hit alone
 
 
 def features(
-    query: str, intent: Intent, tests: TestPolicy, pool: Sequence[Candidate]
+    query: str,
+    intent: Intent,
+    tests: TestPolicy,
+    pool: Sequence[Candidate],
+    second: np.ndarray | None = None,
 ) -> np.ndarray:
     """One row of FEATURES per candidate. Scores are read relative to the pool's best, so
-    the model does not depend on the scale of a fusion or of a corpus's BM25."""
+    the model does not depend on the scale of a fusion or of a corpus's BM25. `second` is
+    the second model's cosine of each candidate; without it its columns are 0."""
     q = terms(query)
     q_idents = {w.strip("`'\"?,.():").lower() for w in query.split()}
     top_fused = max((c.fused for c in pool), default=0.0) or 1.0
@@ -184,7 +200,7 @@ def features(
         name_terms = terms(c.name)
         is_type = c.kind in ("type", "type_alias", "external_type")
         exact = 1.0 if c.name.lower() in q_idents else 0.0
-        rows[i] = (
+        rows[i, :_OF_ONE_HIT] = (
             c.fused / top_fused,
             1.0 / c.fused_rank,
             c.dense or 0.0,
@@ -213,7 +229,23 @@ def features(
             math.log1p(max(c.lines, 1)),
             1.0 if c.doc.strip() else 0.0,
         )
+    if len(pool):
+        col = FEATURES.index
+        rows[:, col("fused_span")] = min_max(np.array([c.fused for c in pool], dtype=np.float64))
+        if second is not None:
+            cos = np.asarray(second, dtype=np.float64)
+            rank = np.empty(len(cos))
+            rank[np.argsort(-cos, kind="stable")] = np.arange(1, len(cos) + 1)
+            rows[:, col("second_span")] = min_max(cos)
+            rows[:, col("second_gap")] = cos - cos.max()
+            rows[:, col("second_rrank")] = 1.0 / rank
     return rows
+
+
+def min_max(values: np.ndarray) -> np.ndarray:
+    """Each value's place between the lowest (0) and the highest (1); all 0 when equal."""
+    width = float(values.max() - values.min())
+    return (values - values.min()) / width if width > 0 else np.zeros_like(values)
 
 
 def _overlap(wanted: frozenset[str], found: frozenset[str]) -> float:
@@ -223,15 +255,26 @@ def _overlap(wanted: frozenset[str], found: frozenset[str]) -> float:
 
 @dataclass(frozen=True)
 class LinearRanker:
-    """score = weights . (x - mean) / std; higher is better. Loaded from plain JSON."""
+    """score = weights . (x - mean) / std over the `columns` it was trained on (a file from
+    before a feature was added keeps loading); higher is better. Loaded from plain JSON."""
 
     weights: np.ndarray
     mean: np.ndarray
     std: np.ndarray
     name: str = "linear"
+    columns: tuple[str, ...] = FEATURES
+
+    @property
+    def reads_second(self) -> bool:
+        """Whether it weighs the second model's scores: then it replaces the fixed mix."""
+        return any(
+            w != 0 for f, w in zip(self.columns, self.weights, strict=True) if f in SECOND_FEATURES
+        )
 
     def scores(self, x: np.ndarray) -> np.ndarray:
-        scored: np.ndarray = ((x - self.mean) / self.std) @ self.weights
+        """`x` has every column of FEATURES, as `features` makes it."""
+        picked = x[:, [FEATURES.index(f) for f in self.columns]]
+        scored: np.ndarray = ((picked - self.mean) / self.std) @ self.weights
         return scored
 
     def order(self, x: np.ndarray) -> list[int]:
@@ -243,7 +286,7 @@ class LinearRanker:
     def as_json(self, **extra: object) -> dict[str, object]:
         return {
             "format": "gbr-linear-ranker/1",
-            "features": list(FEATURES),
+            "features": list(self.columns),
             "weights": [round(float(w), 6) for w in self.weights],
             "mean": [round(float(m), 6) for m in self.mean],
             "std": [round(float(s), 6) for s in self.std],
@@ -255,13 +298,16 @@ def ranker_from_json(data: dict[str, object], source: str) -> LinearRanker:
     fix = "re-run bench/experiments/train_ranker.py, or turn the ranker off"
     if data.get("format") != "gbr-linear-ranker/1":
         raise ConfigError(f"{source} is not a gbr ranker file; {fix}")
-    if data.get("features") != list(FEATURES):
+    columns = data.get("features")
+    if not isinstance(columns, list) or not set(columns) <= set(FEATURES):
         raise ConfigError(f"{source} was trained on other features than this gbr reads; {fix}")
     arrays = [np.asarray(data[key], dtype=np.float64) for key in ("weights", "mean", "std")]
-    if any(a.shape != (len(FEATURES),) or not np.all(np.isfinite(a)) for a in arrays):
+    if any(a.shape != (len(columns),) or not np.all(np.isfinite(a)) for a in arrays):
         raise ConfigError(f"{source} holds malformed weights; {fix}")
     weights, mean, std = arrays
-    return LinearRanker(weights, mean, np.where(std > 0, std, 1.0), name=f"linear:{source}")
+    return LinearRanker(
+        weights, mean, np.where(std > 0, std, 1.0), name=f"linear:{source}", columns=tuple(columns)
+    )
 
 
 @functools.cache

@@ -37,6 +37,7 @@ from gbr.core.rank.ranker import (
     LinearRanker,
     features,
     load_ranker,
+    min_max,
 )
 from gbr.core.records import (
     MODES,
@@ -577,6 +578,17 @@ class Searcher:
         intent, found = self.candidates(query, retrieval, wanted, where, named)
         # The named definitions lead the order the later stages make, too.
         first = {(row.path, row.kind, row.name) for _, row, doc in found if doc in named}
+        if ranker is not None and ranker.reads_second:
+            combined = self.combined(query, intent, retrieval, found[:size], where, second_query)
+            if combined is None:  # the second model stands aside: the first order, as shipped
+                hits = share_of_best(self._wholes(found[:k]))
+            else:
+                wholes, x = combined
+                scores = min_max(ranker.scores(x))
+                order = sorted(range(len(wholes)), key=lambda i: -scores[i])  # stable on ties
+                hits = [replace(wholes[i], score=float(scores[i])) for i in order]
+            hits = _first_of(hits, first)
+            return [replace(hit, rank=n) for n, hit in enumerate(hits[:k], start=1)]
         if ranker is not None and len(found) > 1:
             pool = found[: self.ranking.pool]
             tests = effective_policy(where.tests, query)
@@ -593,6 +605,31 @@ class Searcher:
             hits = second.rerank(second_query or query, self._wholes(found[:size]))
         hits = _first_of(hits, first)
         return [replace(hit, rank=n) for n, hit in enumerate(hits[:k], start=1)]
+
+    def combined(
+        self,
+        query: str,
+        intent: Intent,
+        retrieval: Retrieval,
+        pool: Sequence[tuple[Hit, ChunkRow, int]],
+        where: SearchFilter = NO_FILTER,
+        second_query: str | None = None,
+    ) -> tuple[list[Hit], np.ndarray] | None:
+        """What a learned ranker that weighs the second model reads of `pool`: its whole
+        hits and their FEATURES, the second model's cosines among them. None where the
+        second opinion would stand aside (off, a query that looks like code, a verbatim
+        phrase, "" for `second_query`, a model that cannot run). Training reads pools
+        through here too (bench/experiments/train_silver_ranker.py)."""
+        second = self.ranking.second if second_query != "" else None
+        if second is None or len(pool) < 2 or not _worth_a_second(query, [h for h, _, _ in pool]):
+            return None
+        wholes = self._wholes(pool)
+        cosines = second.cosines(second_query or query, wholes)
+        if cosines is None:
+            return None
+        tests = effective_policy(where.tests, query)
+        x = features(query, intent, tests, pool_candidates(pool, retrieval), cosines)
+        return wholes, x
 
     def named_ids(self, query: str, where: SearchFilter = NO_FILTER) -> frozenset[int]:
         """The chunks of the definitions the query names, when the names-first stage is on

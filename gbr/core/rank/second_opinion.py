@@ -33,6 +33,7 @@ import numpy as np
 from gbr.core.embed.model_files import ModelFiles, package_dir
 from gbr.core.environ import SECOND_OPINION
 from gbr.core.parse.chunk_text import embed_key, header_of
+from gbr.core.rank.ranker import min_max
 from gbr.core.records import Hit
 from gbr.core.telemetry import log
 
@@ -72,11 +73,6 @@ def hit_text(hit: Hit) -> str:
     return f"{header_of(hit.module, hit.kind, hit.name, hit.signature, hit.doc)}\n{hit.text}"
 
 
-def min_max(values: np.ndarray) -> np.ndarray:
-    span = float(values.max() - values.min())
-    return (values - values.min()) / span if span > 0 else np.zeros_like(values)
-
-
 def mixed(first: np.ndarray, cosines: np.ndarray, weight: float = WEIGHT) -> np.ndarray:
     """Each list scaled to [0, 1] over the candidates, then `weight` to the second model."""
     return (1 - weight) * min_max(first) + weight * min_max(cosines)
@@ -114,21 +110,27 @@ class SecondOpinion:
     def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
         """The hits in the mixed order, each with its mixed score; the input order when
         the model cannot run (one warning event, then the stage is off for this process)."""
-        if len(hits) < 2 or self.failed is not None:
-            return list(hits)
-        try:
-            model = self._loaded()
-            cosines = (
-                self.vectors([self.reads(h) for h in hits])
-                @ model.embed_batch([QUERY_INSTRUCTION + query])[0]
-            )
-        except Exception as exc:  # a quality stage: a broken model never fails a search
-            self.failed = f"{type(exc).__name__}: {exc}"
-            log().warning("second_opinion_failed", reason=self.failed)
+        cosines = self.cosines(query, hits) if len(hits) > 1 else None
+        if cosines is None:
             return list(hits)
         scores = self.mix(np.array([h.score for h in hits], dtype=np.float64), cosines, self.weight)
         order = sorted(range(len(hits)), key=lambda i: -scores[i])  # stable on ties
         return [replace(hits[i], score=float(scores[i])) for i in order]
+
+    def cosines(self, query: str, hits: Sequence[Hit]) -> np.ndarray | None:
+        """The second model's cosine of each hit to the query; None when the model cannot
+        run (one warning event, then the stage is off for this process)."""
+        if self.failed is not None:
+            return None
+        try:
+            model = self._loaded()
+            query_vector = model.embed_batch([QUERY_INSTRUCTION + query])[0]
+            found: np.ndarray = self.vectors([self.reads(h) for h in hits]) @ query_vector
+            return found
+        except Exception as exc:  # a quality stage: a broken model never fails a search
+            self.failed = f"{type(exc).__name__}: {exc}"
+            log().warning("second_opinion_failed", reason=self.failed)
+            return None
 
     def vectors(self, texts: Sequence[str]) -> np.ndarray:
         """The second model's vectors for `texts`: memo, then shared cache, then the model."""
