@@ -111,14 +111,15 @@ class MemoryPostings:
         rows = np.concatenate(parts)
         scores = np.bincount(rows, weights=np.concatenate(gains), minlength=len(self.chunk_ids))
         hit = np.flatnonzero(scores)  # every term's factor is positive
-        scores = np.round(scores, postings.SCORE_DECIMALS)
+        scored = np.round(scores[hit], postings.SCORE_DECIMALS)  # the hits' alone: 1M docs
         if len(hit) > limit:
             # The limit-th best score, and every hit scoring at least it (ties included).
-            cut = np.partition(scores[hit], len(hit) - limit)[len(hit) - limit]
-            hit = hit[scores[hit] >= cut]
-        order = np.lexsort((self.places[hit], -scores[hit]))[:limit]
-        best = hit[order]
-        return [(int(c), float(s)) for c, s in zip(self.chunk_ids[best], scores[best], strict=True)]
+            cut = np.partition(scored, len(hit) - limit)[len(hit) - limit]
+            keep = scored >= cut
+            hit, scored = hit[keep], scored[keep]
+        order = np.lexsort((self.places[hit], -scored))[:limit]
+        best = zip(self.chunk_ids[hit[order]], scored[order], strict=True)
+        return [(int(c), float(s)) for c, s in best]
 
 
 def _places(con: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray) -> np.ndarray:
