@@ -408,7 +408,7 @@ def _run_staged(
         if options.only is None and not options.fresh:
             walk = options.walk_options()
             want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
-            found = survey(options.db, root, walk, want)
+            found = survey(options.db, root, walk, want, options.lock_wait)
             if isinstance(found, IndexSummary):
                 log().info("index_unchanged", files=found.files_seen, seconds=found.seconds)
                 return found

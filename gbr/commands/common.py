@@ -139,11 +139,21 @@ def print_summary(s: IndexSummary) -> None:
             f"(checked in {s.seconds:.2f} s)"
         )
     else:
-        out.print(
-            f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, "
-            f"{s.chunks_cached} cached) in {s.seconds:.2f} s, {s.chunks_per_second:.0f} chunks/s"
-            + (f"; embed cache {s.cache_hits} hits" if s.cache_hits else "")
-        )
+        cache = f"; embed cache {s.cache_hits} hits" if s.cache_hits else ""
+        if s.chunks == 0 and s.vectors_filled:  # a run cut short, resumed: no chunk rate
+            out.print(
+                f"[bold]{s.vectors_filled}[/bold] missing vectors filled in ({s.chunks_embedded}"
+                f" embedded, {s.chunks_cached} cached) in {s.seconds:.2f} s{cache}"
+            )
+        else:
+            filled = f", {s.vectors_filled} of them for chunks already in the index"
+            out.print(
+                f"[bold]{s.chunks}[/bold] chunks ({s.chunks_embedded} embedded, "
+                f"{s.chunks_cached} cached{filled if s.vectors_filled else ''}) "
+                f"in {s.seconds:.2f} s"
+                + (f", {s.chunks_per_second:.0f} chunks/s" if s.chunks else "")
+                + cache
+            )
     if s.seconds_searchable is not None:
         out.print(
             f"phases: chunks and BM25 in {s.seconds_searchable:.2f} s, "

@@ -110,8 +110,19 @@ class IndexSummary:
 
     @property
     def changed_nothing(self) -> bool:
-        """No file was indexed, removed or newly dropped: the index is as it was."""
-        return self.files_indexed == 0 and self.files_removed == 0 and self.chunks == 0
+        """No file was indexed, removed or newly dropped, and no vector filled in: the index
+        is as it was."""
+        return (
+            self.files_indexed == 0
+            and self.files_removed == 0
+            and self.chunks == 0
+            and self.vectors_filled == 0
+        )
+
+    @property
+    def vectors_filled(self) -> int:
+        """Vectors given to chunks an earlier run wrote (a run cut short left them out)."""
+        return max(0, self.chunks_embedded + self.chunks_cached - self.chunks)
 
     @property
     def chunks_per_second(self) -> float:

@@ -295,8 +295,10 @@ async def _serve_stdio(server: MCPServer) -> None:
 
 
 def _line_error(exc: Exception) -> JSONRPCError:
-    """-32700 for a line that is not JSON, -32600 for JSON that is not a JSON-RPC message;
-    the id is null, as the spec says when the request's id cannot be read."""
+    """-32700 for a line that is not JSON, -32600 for JSON that is not a JSON-RPC message.
+    The error carries the request's id when the line is an object with one (a request
+    without a method, or with params that are not an object): the client waits on that id.
+    It is null only when no id can be read, as the spec says."""
     not_json = isinstance(exc, ValidationError) and any(
         e["type"] == "json_invalid" for e in exc.errors(include_url=False)
     )
@@ -307,4 +309,17 @@ def _line_error(exc: Exception) -> JSONRPCError:
             code=INVALID_REQUEST, message="Invalid Request: the line is not a JSON-RPC 2.0 message"
         )
     )
-    return JSONRPCError(jsonrpc="2.0", id=None, error=error)
+    return JSONRPCError(jsonrpc="2.0", id=_request_id(exc), error=error)
+
+
+def _request_id(exc: Exception) -> str | int | None:
+    """The id of the object the validation refused, when it holds a valid one (a string
+    or a number; true is no id). Each error of the refusal carries the object it read."""
+    if not isinstance(exc, ValidationError):
+        return None
+    for problem in exc.errors(include_url=False):
+        message = problem.get("input")
+        if isinstance(message, dict) and "id" in message:
+            found = message["id"]
+            return found if isinstance(found, str | int) and not isinstance(found, bool) else None
+    return None

@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from gbr.core.embed.embedder import OnnxEmbedder
+from tests.actors.test_embed_after_write import cut_short
 from tests.conftest import CTL
 
 
@@ -78,3 +80,19 @@ def test_status_lists_index_files_kept_aside(small_example: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert f"kept aside {aside} (2.0 MB)" in shown.stdout
     assert data["kept_aside"] == [{"path": str(aside), "bytes": 2_000_000}]
+
+
+def test_a_resumed_run_says_what_it_filled_in_without_a_chunk_rate(
+    small_example: Path, model: OnnxEmbedder
+) -> None:
+    """Issue 32 item 14: a run after one cut short only fills in the missing vectors.
+    Before, its summary said `0 chunks (N embedded, ...) ..., 0 chunks/s` (and later
+    "nothing changed", with N vectors embedded)."""
+    embedded, chunks = cut_short(small_example, small_example / ".gbr" / "index.duckdb", model)
+    missing = chunks - embedded
+
+    again = ctl("index", str(small_example))
+
+    assert again.returncode == 0, again.stderr
+    assert f"{missing} missing vectors filled in (" in again.stdout, again.stdout
+    assert "chunks/s" not in again.stdout and "nothing changed" not in again.stdout

@@ -21,6 +21,7 @@ from gbr.core.parse.chunk_text import code_words
 from gbr.core.records import SearchFilter as Filter
 from gbr.core.store.facade import Store
 from gbr.core.store.fulltext import FtsConfig
+from gbr.core.store.postings import TIE_ORDER
 from gbr.core.store.queries import filter_sql
 from tests.conftest import EXAMPLE, write_tree
 
@@ -167,13 +168,15 @@ def test_patching_follows_the_tokenizer_settings_of_the_index(
 def macro_bm25(
     store: Store, query: str, where: str, params: list[object]
 ) -> list[tuple[int, float]]:
-    """What DuckDB's own `match_bm25` macro ranks, scoring every chunk: the reference."""
+    """What DuckDB's own `match_bm25` macro scores, scoring every chunk: the reference, with
+    scores rounded and ties in the chunks' place in the tree (postings.TIE_ORDER)."""
     rows = store.con.execute(
-        f"SELECT id, score FROM (SELECT id, {FTS}.match_bm25(id, ?) AS score FROM chunks "
-        f"WHERE {where}) WHERE score IS NOT NULL ORDER BY score DESC, id LIMIT 50",
+        f"SELECT id, score FROM (SELECT {TIE_ORDER}, round({FTS}.match_bm25(id, ?), 9) AS score"
+        f" FROM chunks WHERE {where}) WHERE score IS NOT NULL ORDER BY score DESC, {TIE_ORDER}"
+        " LIMIT 50",
         [code_words(query), *params],
     ).fetchall()
-    return [(int(i), round(float(s), 9)) for i, s in rows]
+    return [(int(i), float(s)) for i, s in rows]
 
 
 RANKING_QUERIES = [

@@ -20,20 +20,24 @@ from tests.daemon.conftest import clean_env
 from tests.daemon.conftest import daemons as daemons  # the fixture, for this suite too
 
 WIDE = "1000"  # terminal columns: the CLI's one-line errors are not wrapped in tests
-# Opens the index read-only, says so, and keeps it open until killed or `seconds` pass.
+# Opens the index (read-only unless told "write"), says so, and keeps it open until killed
+# or `seconds` pass.
 _HOLDER = """
 import sys, time, duckdb
-con = duckdb.connect(sys.argv[1], read_only=True)
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[3] != "write")
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))
 """
 
 
 @contextmanager
-def held_by_another_process(db: Path, seconds: float) -> Iterator[subprocess.Popen[str]]:
-    """Another process holds `db` (read-only) from now for `seconds`, or until the block ends."""
+def held_by_another_process(
+    db: Path, seconds: float, write: bool = False
+) -> Iterator[subprocess.Popen[str]]:
+    """Another process (not gbr) holds `db` from now for `seconds`, or until the block ends:
+    read-only, as a reader would, or for writing, which keeps every other process out."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(db), str(seconds)],
+        [sys.executable, "-c", _HOLDER, str(db), str(seconds), "write" if write else "read"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -26,6 +26,8 @@ from gbr.actors.supervisor import RestartPolicy
 from gbr.core.embed.embedder import OnnxEmbedder
 from gbr.core.errors import GbrError, SupervisionError
 from gbr.core.store.facade import Store
+from gbr.core.store.lock import LOCK_WAIT
+from gbr.core.store.snapshot import READ_WAIT
 from tests.faults.conftest import ctl, held_by_another_process, start_ctl
 
 BOUND = 240.0  # seconds: far above a loaded machine's run; reaching it means a hang
@@ -215,3 +217,31 @@ def test_two_index_runs_started_together_both_end(small_example: Path, tmp_path:
         assert code == 0 or "an index run (pid" in err
         assert "Traceback" not in err
     assert any(code == 0 for code, _, _ in outcomes)
+
+
+def test_a_program_holding_the_index_for_writing_is_named_truthfully_after_the_wait(
+    indexed_small: Path, tmp_path: Path
+) -> None:
+    """Issue 32 item 14: another program (not gbr) holds the index file through DuckDB for
+    writing. main: `index` said "an index run (pid N)" naming its own pid, after the
+    reader's 3 s instead of the run's 10 s (`LOCK_WAIT`); `search` called the holder an
+    index run too. Now both name the program DuckDB reports, and the run waits its 10 s."""
+    small_example = indexed_small  # indexed once per session, copied
+    db = small_example / ".gbr" / "index.duckdb"
+    (small_example / "src/bookshelf/isbn.gleam").open("a").write("\npub fn held() { 1 }\n")
+    home = tmp_path / "home"
+    with held_by_another_process(db, seconds=600, write=True) as holder:
+        started = time.monotonic()
+        run = start_ctl("index", ".", cwd=small_example, home=home)
+        _, run_err = run.communicate(timeout=BOUND)
+        waited = time.monotonic() - started
+        search = ctl("search", "isbn", "-k", "1", cwd=small_example, home=home)
+    assert f"pid {run.pid}" not in run_err.lower()  # its own
+    outcomes = ((run.returncode, run_err, LOCK_WAIT), (search.returncode, search.stderr, READ_WAIT))
+    for code, err, wait in outcomes:
+        assert code == 75, err
+        [line] = err.strip().splitlines()
+        assert "index run" not in line
+        assert f"is in use by another process (PID {holder.pid}: " in line
+        assert f"still busy after {wait:g} s" in line
+    assert waited >= LOCK_WAIT

@@ -120,6 +120,25 @@ def test_lines_that_are_not_json_rpc_get_the_json_rpc_error_and_the_session_goes
     assert result["structuredContent"]["results"]
 
 
+def test_an_invalid_request_with_an_id_gets_its_error_under_that_id(mcp: RawMcp) -> None:
+    """Issue 32 item 14. JSON-RPC 2.0: the error's id is the request's, null only when it
+    cannot be read. main answered these with `id: null`, so a client waiting on its id
+    never heard back."""
+    for request_id, line in [
+        (11, {"jsonrpc": "2.0", "id": 11}),  # no method
+        ("twelve", {"jsonrpc": "2.0", "id": "twelve", "method": "tools/list", "params": [1]}),
+        (13, {"jsonrpc": "2.0", "id": 13, "method": "tools/list", "params": "x"}),
+        (14, {"jsonrpc": "2.0", "id": 14, "method": 5}),
+        (None, {"jsonrpc": "2.0", "id": True}),  # true is no id
+        (None, {"jsonrpc": "2.0", "id": 1.5}),  # nor is a fraction, for this server
+    ]:
+        mcp.send(line)
+        reply = mcp.answer()
+        assert reply["id"] == request_id and reply["error"]["code"] == -32600, (line, reply)
+    result = mcp.call(15, "search_code", {"query": "isbn", "mode": "bm25", "k": 1})
+    assert result["structuredContent"]["results"]  # the session goes on
+
+
 def test_bad_arguments_are_one_plain_line(mcp: RawMcp) -> None:
     result = mcp.call(3, "search_code", {"query": "", "k": 201})
     assert result["isError"]

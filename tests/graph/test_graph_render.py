@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import resource
 import subprocess
+import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -109,3 +111,56 @@ def test_every_label_fits_its_box_in_the_drawing(tmp_path: Path):
         centre, size = float(text.get("x", "0")), float(text.get("font-size", "0"))
         half = 0.6 * size * len(text.text) / 2
         assert min(xs) <= centre - half and centre + half <= max(xs), text.text
+
+
+def test_a_failed_drawing_says_why_in_one_line_and_leaves_no_file(tmp_path: Path):
+    """Issue 32 item 14: graphviz-pure warns before it fails (here about the width of
+    characters its font tables lack); main gave that warning as the cause."""
+    accented = {
+        "kind": "imports",
+        "nodes": [{"id": "café/crème", "internal": True}, {"id": "gleam/io", "internal": False}],
+        "edges": [{"source": "café/crème", "target": "gleam/io"}],
+    }
+    out = tmp_path / "no-such-folder" / "g.png"
+    with pytest.raises(GbrError) as caught:
+        write_png(accented, out)
+    message = str(caught.value)
+    assert "\n" not in message and "warning" not in message.lower()
+    assert "No such file or directory" in message and str(out) in message
+    assert not out.parent.exists()
+
+
+def _no_file_writes() -> None:
+    """A full disk, as the kernel shows it to one process: no file may grow."""
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+
+def test_a_picture_that_cannot_be_written_leaves_no_file_and_keeps_an_older_one(tmp_path: Path):
+    """main: `dot -o` opened the file first, so a write that failed left a 0-byte PNG (over
+    the older picture, when there was one)."""
+    old, new = tmp_path / "old.png", tmp_path / "new.png"
+    write_png(GRAPH, old)
+    picture = old.read_bytes()
+    script = (
+        "import sys; from pathlib import Path; from gbr.core.errors import GbrError\n"
+        "from gbr.core.graph.render import write_png\n"
+        f"graph = {GRAPH!r}\n"
+        "for out in sys.argv[1:]:\n"
+        "    try:\n"
+        "        write_png(graph, Path(out))\n"
+        "    except GbrError as exc:\n"
+        "        print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(old), str(new)],
+        preexec_fn=_no_file_writes,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert old.read_bytes() == picture  # whole, as before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.png"]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("cannot write ") for line in lines), lines
+    assert all("File too large" in line for line in lines)

@@ -7,6 +7,8 @@ tree) are dashed, and the node asked about is bold, in both languages.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -98,13 +100,15 @@ def write_png(
     graph: dict[str, Any], out: Path, dot: str | None = None, search_path: str | None = None
 ) -> None:
     """Draw with a local `dot` program (see `find_dot`); without one, one line saying how to
-    get it."""
+    get it. The picture is read from the program's stdout and renamed into place, so a
+    failure (a full disk, a missing folder, the program stopped) leaves no file behind,
+    neither a new empty one nor a half-written one over an older picture."""
     binary = dot or find_dot(search_path)
     if binary is None:
         raise GbrError(GET_DOT)
     try:
         done = subprocess.run(
-            [binary, "-Tpng", "-o", str(out)],
+            [binary, "-Tpng"],
             input=to_dot(graph).encode(),
             capture_output=True,
             timeout=DOT_TIMEOUT,
@@ -112,9 +116,32 @@ def write_png(
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GbrError(f"`dot` could not draw {out} ({exc}); {GET_DOT.split('; ')[1]}") from exc
-    if done.returncode != 0:
-        why = done.stderr.decode(errors="replace").strip().splitlines()
+    if done.returncode != 0 or not done.stdout:
+        raise GbrError(f"`dot` could not draw {out}: {_cause(done)}")
+    _write_whole(out, done.stdout)
+
+
+def _cause(done: subprocess.CompletedProcess[bytes]) -> str:
+    """The line of a failed `dot`'s stderr that says why: renderers warn first (graphviz-pure
+    about the width of a character its font tables lack), and a warning is not the cause."""
+    lines = [" ".join(line.split()) for line in done.stderr.decode(errors="replace").splitlines()]
+    causes = [line for line in lines if line and not line.lower().startswith("warning")]
+    if causes:
+        return causes[0]
+    return f"exit {done.returncode}" if done.returncode else "it wrote no picture"
+
+
+def _write_whole(out: Path, data: bytes) -> None:
+    """`data` in `out`, whole or not at all: written beside it, then renamed over it."""
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
         raise GbrError(
-            f"`dot` could not draw {out}: {why[0] if why else f'exit {done.returncode}'}; "
-            "check that the folder exists and is writable"
-        )
+            f"cannot write {out}: {exc.strerror or exc}; check that the folder exists, "
+            "is writable and has room"
+        ) from exc

@@ -339,18 +339,30 @@ class Store:
     def mark_failed(
         self, problem: FileProblem, source: SourceFile | None, status: str = "failed"
     ) -> int:
-        """Record why a file was dropped (or is partial); its earlier chunks stay, stale.
+        """Record why a file was dropped (or is partial); its earlier chunks stay, stale,
+        when they are a version that parsed.
+
+        A partial file's intact definitions are not such a version: kept stale, they would
+        pass for one when the file came back partial (a `max_file_size` lowered, then
+        restored), and stay stale where a fresh index has them fresh. They go, with the
+        file's code graph rows, as a fresh index would have none for a dropped file.
 
         Returns how many chunks were kept as stale. A name that is not valid UTF-8 (its
         bytes kept as surrogates) is stored with `\xff` escapes: DuckDB takes only UTF-8,
         and the reason must still reach `status`.
         """
+        from gbr.core.graph import store as graph_tables
+
         path = storable_text(problem.path)
+        generation = None
         with self.transaction():
-            kept = self.con.execute(
-                "SELECT count(*) FROM chunks WHERE path = ?", [path]
-            ).fetchall()[0]
-            self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [path])
+            if self._has_good_version(path) or not self._chunk_count(path):
+                self.con.execute("UPDATE chunks SET stale = true WHERE path = ?", [path])
+            else:
+                generation = self._renew_generation()
+                self.con.execute("DELETE FROM chunks WHERE path = ?", [path])
+                graph_tables.remove(self.con, path)
+            kept = self._chunk_count(path)
             self.con.execute("DELETE FROM files WHERE path = ?", [path])
             self.con.execute(
                 "INSERT INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -367,7 +379,14 @@ class Store:
                     time.time(),
                 ],
             )
-        return int(kept[0]) if kept else 0
+        if generation is not None:
+            self._generation = generation
+        return kept
+
+    def _chunk_count(self, path: str) -> int:
+        return int(
+            self.con.execute("SELECT count(*) FROM chunks WHERE path = ?", [path]).fetchall()[0][0]
+        )
 
     @guarded
     def remove_files(self, paths: Iterable[str]) -> int:

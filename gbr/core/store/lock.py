@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from gbr.core.errors import StoreError
+from gbr.core.errors import IndexBusyError, StoreError
 
 T = TypeVar("T")
 
@@ -36,6 +36,16 @@ def lock_conflict(exc: BaseException) -> str | None:
         return ""
     pid = found["pid"]
     return f"PID {pid}: {_command_line(pid) or found['program']}"
+
+
+def held_message(db: Path, holder: str, waited: float) -> str:
+    """The one line for a file held by a process that is not a gbr writer (or is one too old
+    to say so): `holder` as `lock_conflict` names it, "" when DuckDB named nobody."""
+    who = f" ({holder})" if holder else ""
+    return (
+        f"the index {db} is in use by another process{who} and was still busy "
+        f"after {waited:g} s; wait for it to finish, or stop it, then run again"
+    )
 
 
 def _command_line(pid: str, limit: int = 80) -> str | None:
@@ -78,11 +88,7 @@ def open_when_free(
                 raise
             left = deadline - time.monotonic()
             if left <= 0:
-                who = f" ({holder})" if holder else ""
-                raise StoreError(
-                    f"the index {db} is in use by another process{who} and was still busy "
-                    f"after {wait:g} s; wait for it to finish, or stop it, then run again"
-                ) from exc
+                raise IndexBusyError(held_message(db, holder, wait)) from exc
             if on_busy is not None and not told:
                 on_busy(holder)
                 told = True

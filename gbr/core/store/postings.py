@@ -26,6 +26,14 @@ TABLE = "postings"
 TERMS = "query_terms"
 K1 = 1.2
 B = 0.75
+# Scores are compared rounded to this many decimals, then ties go by TIE_ORDER. The sum over
+# a document's terms runs in whatever order DuckDB's threads (or numpy) take them, so equal
+# documents (a file copied, a function repeated) scored a few ulps apart, and their order
+# changed from run to run, and between DuckDB and the postings held in memory. Ties by
+# chunk id alone changed at every rebuild, which numbers the chunks in the order files
+# are written; a chunk's place in the tree does not.
+SCORE_DECIMALS = 9
+TIE_ORDER = "path, start_line, part, kind, name, id"
 
 
 def build(con: duckdb.DuckDBPyConnection, fts: str, stemmer: str) -> None:
@@ -73,8 +81,9 @@ def top(
     params: Sequence[object] = (),
 ) -> list[tuple[int, float]]:
     """The `limit` best (chunk id, BM25 score) among chunks satisfying `where` (SQL over
-    chunks), best first, ties by id, as `match_bm25` would rank them. Raises DuckDB's
-    CatalogException on an index built before the postings table existed."""
+    chunks), best first, as `match_bm25` would rank them; scores rounded to SCORE_DECIMALS,
+    ties in TIE_ORDER. Raises DuckDB's CatalogException on an index built before the
+    postings table existed."""
     # A semi-join, so that the filter's column names (`name`, `path`) mean the chunk's.
     filtered = (
         "" if where.strip() == "true" else f"WHERE d.name IN (SELECT id FROM chunks WHERE {where})"
@@ -90,9 +99,37 @@ def top(
                    / (p.tf + {K1} * ((1 - {B}) + {B} * (d.len / st.avgdl))))) AS score
             FROM {fts}.{TABLE} AS p JOIN q USING (termid)
             JOIN {fts}.docs AS d ON d.docid = p.docid, st
-            GROUP BY p.docid)
-        SELECT d.name, s.score FROM scored AS s JOIN {fts}.docs AS d USING (docid) {filtered}
-        ORDER BY s.score DESC, d.name LIMIT ?""",
+            GROUP BY p.docid),
+        ranked AS MATERIALIZED (
+            SELECT d.name AS id, round(s.score, {SCORE_DECIMALS}) AS score
+            FROM scored AS s JOIN {fts}.docs AS d USING (docid) {filtered}),
+        cut AS (SELECT min(score) AS low FROM (
+            SELECT score FROM ranked ORDER BY score DESC LIMIT ?))
+        SELECT r.id, r.score FROM ranked AS r JOIN cut ON r.score >= cut.low
+        ORDER BY r.score DESC, r.id""",
         [words, *params, limit],
     ).fetchall()
-    return [(int(i), float(s)) for i, s in rows]
+    return ties_in_place(con, [(int(i), float(s)) for i, s in rows])[:limit]
+
+
+def ties_in_place(
+    con: duckdb.DuckDBPyConnection, ranked: list[tuple[int, float]]
+) -> list[tuple[int, float]]:
+    """`ranked` (best first, every hit tied with the last one included) with each run of
+    equal scores in TIE_ORDER. Only tied hits are looked up: reading the chunks' paths
+    for every hit cost a third of the query at 100k chunks, and real code ties seldom."""
+    tied = {
+        doc
+        for at, (doc, score) in enumerate(ranked)
+        if (at and ranked[at - 1][1] == score)
+        or (at + 1 < len(ranked) and ranked[at + 1][1] == score)
+    }
+    if not tied:
+        return ranked
+    # A list of literals, which DuckDB filters in the scan (a parameter list is joined,
+    # reading every chunk's path); they are ids DuckDB returned, as ints.
+    listed = ", ".join(str(int(doc)) for doc in sorted(tied))
+    query = f"SELECT id FROM chunks WHERE id IN ({listed}) ORDER BY {TIE_ORDER}"
+    rows = con.execute(query).fetchall()
+    place = {int(doc): at for at, (doc,) in enumerate(rows)}
+    return sorted(ranked, key=lambda hit: (-hit[1], place.get(hit[0], -1)))

@@ -9,9 +9,11 @@ a query is then one slice per term and one `bincount` (a few ms, most of it the 
 turns the query into its term ids with the index's own tokenizer and stemmer).
 
 Scores use the formula of `postings.top` (and of the extension's `match_bm25`) in float64;
-they may differ from DuckDB's in the last bits because the sum runs in another order, which
-can only swap hits whose scores tie within that. Ties are ordered by chunk id, as there.
-Memory: 12 bytes a posting (about 30 MB at 100k chunks of real code), and the vocabulary.
+they may differ from DuckDB's in the last bits because the sum runs in another order, so
+both round them (`postings.SCORE_DECIMALS`) and order ties by the chunk's place in the tree
+(`postings.TIE_ORDER`), held here as one rank per document.
+Memory: 12 bytes a posting (about 30 MB at 100k chunks of real code), 4 a document, and the
+vocabulary.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class MemoryPostings:
     docs: np.ndarray  # int32 row into `chunk_ids`
     weights: np.ndarray  # float64
     chunk_ids: np.ndarray  # int64, the chunk id of each document row
+    places: np.ndarray  # int32, each document row's rank in postings.TIE_ORDER
     num_docs: int
     # term -> (term id, document frequency), of the same state: a rebuilt index numbers
     # its terms anew, so the held postings must never meet another state's term ids.
@@ -73,17 +76,26 @@ class MemoryPostings:
             for term, t, df in con.execute(f"SELECT term, termid, df FROM {fts}.dict").fetchall()
         }
         return cls(
-            starts, row.astype(np.int32), weights, chunk_ids, int(n), vocabulary, state(con, fts)
+            starts,
+            row.astype(np.int32),
+            weights,
+            chunk_ids,
+            _places(con, chunk_ids),
+            int(n),
+            vocabulary,
+            state(con, fts),
         )
 
     @property
     def nbytes(self) -> int:
         """What the arrays hold (the vocabulary not counted)."""
-        return sum(a.nbytes for a in (self.starts, self.docs, self.weights, self.chunk_ids))
+        arrays = (self.starts, self.docs, self.weights, self.chunk_ids, self.places)
+        return sum(a.nbytes for a in arrays)
 
     def top(self, words: Sequence[str], limit: int) -> list[tuple[int, float]]:
-        """The `limit` best (chunk id, score), best first, ties by id, for the query's
-        distinct terms as the index's tokenizer and stemmer make them (`query_terms`)."""
+        """The `limit` best (chunk id, score), best first, as `postings.top` ranks them, for
+        the query's distinct terms as the index's tokenizer and stemmer make them
+        (`query_terms`)."""
         parts, gains = [], []
         for termid, df in (self.terms[w] for w in set(words) if w in self.terms):
             if termid + 1 >= len(self.starts):
@@ -99,13 +111,26 @@ class MemoryPostings:
         rows = np.concatenate(parts)
         scores = np.bincount(rows, weights=np.concatenate(gains), minlength=len(self.chunk_ids))
         hit = np.flatnonzero(scores)  # every term's factor is positive
+        scored = np.round(scores[hit], postings.SCORE_DECIMALS)  # the hits' alone: 1M docs
         if len(hit) > limit:
             # The limit-th best score, and every hit scoring at least it (ties included).
-            cut = np.partition(scores[hit], len(hit) - limit)[len(hit) - limit]
-            hit = hit[scores[hit] >= cut]
-        order = np.lexsort((self.chunk_ids[hit], -scores[hit]))[:limit]
-        best = hit[order]
-        return [(int(c), float(s)) for c, s in zip(self.chunk_ids[best], scores[best], strict=True)]
+            cut = np.partition(scored, len(hit) - limit)[len(hit) - limit]
+            keep = scored >= cut
+            hit, scored = hit[keep], scored[keep]
+        order = np.lexsort((self.places[hit], -scored))[:limit]
+        best = zip(self.chunk_ids[hit[order]], scored[order], strict=True)
+        return [(int(c), float(s)) for c, s in best]
+
+
+def _places(con: duckdb.DuckDBPyConnection, chunk_ids: np.ndarray) -> np.ndarray:
+    """Each document's rank among the chunks in postings.TIE_ORDER."""
+    ordered = np.asarray(
+        con.execute(f"SELECT id FROM chunks ORDER BY {postings.TIE_ORDER}").fetchnumpy()["id"],
+        dtype=np.int64,
+    )
+    by_id = np.argsort(ordered, kind="stable")
+    at = np.minimum(np.searchsorted(ordered[by_id], chunk_ids), max(len(ordered) - 1, 0))
+    return by_id[at].astype(np.int32) if len(ordered) else np.zeros(len(chunk_ids), np.int32)
 
 
 def query_terms(con: duckdb.DuckDBPyConnection, words: str, fts: str = FTS_SCHEMA) -> list[str]:

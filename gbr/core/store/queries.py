@@ -168,9 +168,10 @@ def bm25(con: Connection, query: str, limit: int, where: SearchFilter) -> list[t
         pass  # an index built before the postings table: DuckDB's own macro, until rebuilt
     try:
         rows = con.execute(
-            f"SELECT id, score FROM (SELECT id, {FTS_SCHEMA}.match_bm25(id, ?) AS score "
+            f"SELECT id, score FROM (SELECT {postings.TIE_ORDER}, "
+            f"round({FTS_SCHEMA}.match_bm25(id, ?), {postings.SCORE_DECIMALS}) AS score "
             f"FROM chunks WHERE {clause}) WHERE score IS NOT NULL "
-            "ORDER BY score DESC, id LIMIT ?",
+            f"ORDER BY score DESC, {postings.TIE_ORDER} LIMIT ?",
             [query, *params, limit],
         ).fetchall()
     except duckdb.CatalogException as exc:

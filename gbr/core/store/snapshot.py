@@ -46,6 +46,7 @@ from gbr.core.errors import IndexBusyError, StoreError, StoreWriteError
 from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.store.errors import write_error
 from gbr.core.store.facade import SCHEMA_VERSION, Store
+from gbr.core.store.lock import LOCK_WAIT, held_message, lock_conflict
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
@@ -183,12 +184,24 @@ def open_for_reading(db: Path, wait: float = READ_WAIT) -> Store:
             if not (isinstance(cause, duckdb.IOException) and "lock" in str(cause).lower()):
                 raise
             if time.monotonic() >= deadline:
-                found = _DUCKDB_PID.search(str(cause))
-                pid, role = lock_holder(db) or (int(found.group(1)) if found else 0, "index")
-                raise IndexBusyError(
-                    busy_message(db, pid, role, "try again in a few seconds")
-                ) from None
+                raise IndexBusyError(_who_holds(db, cause, wait)) from None
             time.sleep(_RETRY_STEP)
+
+
+def _who_holds(db: Path, refusal: BaseException, waited: float) -> str:
+    """The one line for a read refused by DuckDB's lock: the gbr writer named in
+    `<index>.lock` when it is the process DuckDB names; else whoever DuckDB names. This
+    process may hold `<index>.lock` itself (an index run checking what changed), and a
+    program that is not gbr may hold the file: neither is "an index run"."""
+    found = _DUCKDB_PID.search(str(refusal))
+    holder = lock_holder(db)
+    if (
+        holder is not None
+        and holder[0] != os.getpid()
+        and (found is None or int(found.group(1)) == holder[0])
+    ):
+        return busy_message(db, *holder, "try again in a few seconds")
+    return held_message(db, lock_conflict(refusal) or "", waited)
 
 
 # ------------------------------------------------------------------------------ writers
@@ -361,11 +374,17 @@ def unchanged_summary(
 
 
 def survey(
-    db: Path, root: Path, options: WalkOptions, want: Mapping[str, str]
+    db: Path,
+    root: Path,
+    options: WalkOptions,
+    want: Mapping[str, str],
+    wait: float = LOCK_WAIT,
 ) -> IndexSummary | WalkBegun | None:
     """The summary of a run that would change nothing; else the walk so far, stopped at the
     first change, for the run to go on with (WalkBegun); None when no walk was needed to
     know (no index, another model or chunker, a stale full-text index, vectors missing).
+    A file another process holds is waited for up to `wait` seconds, as a run in place
+    waits (gbr.core.store.lock).
 
     It walks and hashes as the pipeline's walker does: same files, same hashes, same model
     and chunker (`want`, the meta `Store.prepare` checks), same root, and a fresh full-text
@@ -383,7 +402,7 @@ def survey(
     started = time.monotonic()
     if not db.is_file():
         return None
-    with open_for_reading(db) as store:
+    with open_for_reading(db, wait) as store:
         meta = store.meta()
         wanted = {"schema_version": SCHEMA_VERSION, "root": str(root), **want}
         if any(meta.get(k) != v for k, v in wanted.items()):
