@@ -27,7 +27,7 @@ demo: install
 	cd $(EXAMPLE) && $(CTL) search "route an HTTP request to its handler" -k 5
 
 # Two workers, one module each at a time (module fixtures, such as a daemon, start once).
-test: install
+test: install browser
 	$(VENV)/bin/pytest -q -n 2 --dist loadscope
 
 lint: install

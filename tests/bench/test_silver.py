@@ -368,7 +368,6 @@ def _git(*args: str, cwd: Path) -> str:
     ).stdout.strip()
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_recreate_fetches_the_pinned_commit_and_keeps_only_the_listed_files(tmp_path: Path) -> None:
     remote = write_repo(tmp_path / "remotes" / "someone" / "thermo", "thermo")
     (remote / "README.md").write_text("not kept\n")
@@ -410,7 +409,6 @@ def test_recreate_fetches_the_pinned_commit_and_keeps_only_the_listed_files(tmp_
     assert "files verified" in done.stdout
 
 
-@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_recreate_fails_when_a_file_is_not_what_the_list_says(tmp_path: Path) -> None:
     remote = write_repo(tmp_path / "remotes" / "someone" / "thermo", "thermo")
     _git("init", "-q", cwd=remote)

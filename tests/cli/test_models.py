@@ -223,7 +223,7 @@ def tiny_catalogue(tmp_path: Path, server: ModelServer, **sha256: str) -> Path:
         "repo": REPO_NAME,
         "revision": REVISION,
         "licence": "MIT-TEST",
-        "licence_url": "https://example.invalid/licence",
+        "licence_url": f"{server.url}/LICENSE",
         "files": files,
     }
     path = tmp_path / "models.json"
@@ -246,7 +246,7 @@ def test_fetch_shows_the_licence_checks_the_files_and_the_folder_then_searches(
     catalogue = tiny_catalogue(tmp_path, server)
     result = fetch(tmp_path, server, catalogue, "--yes")
     assert result.returncode == 0, result.stderr
-    assert "licence: MIT-TEST (https://example.invalid/licence)" in result.stderr
+    assert f"licence: MIT-TEST ({server.url}/LICENSE)" in result.stderr
     folder = tmp_path / "home" / "models" / "tiny"
     assert f"--model-dir {folder}" in result.stdout and "GBR_MODEL_DIR" in result.stdout
     assert (folder / "model.onnx").read_bytes() == server.files["onnx/model_quantized.onnx"]

@@ -80,8 +80,9 @@ def start_ctl(*args: str, cwd: Path, home: Path) -> subprocess.Popen[str]:
 
 class Immutable:
     """Folders made immutable (`chattr +i`): nothing can be created or removed in them, not
-    even by root, which ignores chmod. Skips when chattr is missing or refused (no
-    CAP_LINUX_IMMUTABLE, or a file system without attributes): nothing else here binds root."""
+    even by root, which ignores chmod. Fails, naming why, when chattr is missing or
+    refused (no CAP_LINUX_IMMUTABLE, or a file system without attributes): the drills run as
+    root, as `make test` does (it installs chromium with apt)."""
 
     def __init__(self) -> None:
         self.chattr = shutil.which("chattr")
@@ -89,10 +90,12 @@ class Immutable:
 
     def make(self, folder: Path) -> None:
         if self.chattr is None:
-            pytest.skip("chattr is not installed, and root ignores chmod")
+            pytest.fail(
+                "chattr is not installed (Debian's e2fsprogs has it), and root ignores chmod"
+            )
         done = subprocess.run([self.chattr, "+i", str(folder)], capture_output=True, text=True)
         if done.returncode != 0:
-            pytest.skip(f"chattr +i is refused here: {done.stderr.strip()}")
+            pytest.fail(f"chattr +i is refused here (the drills need root): {done.stderr.strip()}")
         self.folders.append(folder)
 
     def undo(self, folder: Path) -> None:

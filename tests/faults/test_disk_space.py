@@ -2,9 +2,9 @@
 
 On a real small file system (a tmpfs, shrunk with `remount` once the first index is in):
 with room for one copy (grown as a run grows it) but not two, a one-line change completes
-(the copy shown to readers mid-run, which needs a second copy, is skipped); with less than
+(the copy shown to readers mid-run, which needs a second copy, is left out); with less than
 one copy, the run stops before copying, in one line naming the space it needs at least,
-and the index is left as it was. Mounting needs root: elsewhere the tests skip.
+and the index is left as it was. Mounting needs root, as `make test` does.
 
 Before: a one-line change needed about three times the index (the index, `.next`, and a
 `.publish` copy at once), and failed with room for two; the error came from the copy,
@@ -55,7 +55,9 @@ def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
         text=True,
     )
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here (needs root): {done.stderr.strip()}")
+        pytest.fail(
+            f"cannot mount a small tmpfs here (the drill needs root): {done.stderr.strip()}"
+        )
     try:
         yield SmallDisk(where)
     finally:

@@ -98,9 +98,11 @@ def test_every_label_fits_its_box_in_the_drawing(tmp_path: Path):
         [dot, "-Tsvg"], input=to_dot(long_names), capture_output=True, text=True, timeout=60
     )
     assert drawn.returncode == 0, drawn.stderr
-    svg = "{http://www.w3.org/2000/svg}"
+    svg = "{*}"  # any namespace: the SVG one
     nodes = [
-        g for g in ElementTree.fromstring(drawn.stdout).iter(f"{svg}g") if g.get("class") == "node"
+        g
+        for g in ElementTree.fromstring(drawn.stdout).findall(f".//{svg}g")
+        if g.get("class") == "node"
     ]
     assert len(nodes) == 3
     for node in nodes:
