@@ -129,7 +129,7 @@ class Package:
         bad = check_index(self.db)
         if bad is None:
             return None
-        aside = set_aside(self.db, "corrupt")
+        aside = set_aside(self.db)
         return SetAside(aside, aside.name, bad.detail)
 
     def local(

@@ -20,7 +20,7 @@ from gbr.core.errors import ConfigError
 from gbr.core.paths import DATA_DIR
 
 CATALOGUE = DATA_DIR / "models.json"
-HUB = "https://huggingface.co"
+HUB = MODELS_URL.default  # the Hugging Face hub, unless GBR_MODELS_URL names a mirror
 # What each fetched folder holds besides its model: where it came from, and the digests.
 RECEIPT = "gbr-model.json"
 PURPOSES = ("embedder", "cross-encoder")

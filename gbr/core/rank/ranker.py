@@ -271,9 +271,14 @@ class LinearRanker:
             w != 0 for f, w in zip(self.columns, self.weights, strict=True) if f in SECOND_FEATURES
         )
 
+    @functools.cached_property
+    def _picked(self) -> list[int]:
+        """Where its columns sit among FEATURES, worked out once per loaded ranker."""
+        return [FEATURES.index(f) for f in self.columns]
+
     def scores(self, x: np.ndarray) -> np.ndarray:
         """`x` has every column of FEATURES, as `features` makes it."""
-        picked = x[:, [FEATURES.index(f) for f in self.columns]]
+        picked = x[:, self._picked]
         scored: np.ndarray = ((picked - self.mean) / self.std) @ self.weights
         return scored
 

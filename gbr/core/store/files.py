@@ -75,8 +75,10 @@ def prepare_folder(db: Path) -> None:
         keep_out_of_git(db.parent)
 
 
-def set_aside(path: Path, label: str = "corrupt") -> Path:
-    """Move the index file (and its WAL) to `<name>.<label>-<UTC time>`; returns where."""
+def set_aside(path: Path) -> Path:
+    """Move a damaged index file (and its WAL) to `<name>.corrupt-<UTC time>`; returns where
+    (older gbr versions also set files aside as `old-`: ASIDE_LABELS still lists them)."""
+    label = "corrupt"
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     aside = path.with_name(f"{path.name}.{label}-{stamp}")
     n = 1
