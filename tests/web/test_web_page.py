@@ -148,6 +148,8 @@ def test_show_more_pages_the_hits(page: Any, daemon: RunningDaemon) -> None:
 
 def test_the_empty_page_offers_examples_from_the_package(page: Any, daemon: RunningDaemon) -> None:
     page.goto(page_url(daemon))
+    # The examples are drawn when their call answers, which may come after the load event.
+    page.wait_for_function("() => document.querySelectorAll('#examples a.example').length >= 3")
     examples = page.locator("#examples a.example").all_inner_texts()
     assert len(examples) >= 3
     page.locator("#examples a.example").first.click()
