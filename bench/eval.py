@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -38,8 +38,20 @@ from gbr.core.embed.model_files import resolve_model_files  # noqa: E402
 from gbr.core.parse.chunk_text import search_text  # noqa: E402
 from gbr.core.rank.priors import Priors  # noqa: E402
 from gbr.core.rank.ranker import SILVER_RANKER_PATH, load_ranker  # noqa: E402
-from gbr.core.rank.rerank import Reranker, load_reranker  # noqa: E402
-from gbr.core.rank.search import NO_RANKING, Fusion, Ranking, Searcher  # noqa: E402
+from gbr.core.rank.rerank import (  # noqa: E402
+    CrossEncoderReranker,
+    Reranker,
+    load_reranker,
+    passage_text,
+)
+from gbr.core.rank.search import (  # noqa: E402
+    NO_RANKING,
+    Fusion,
+    Ranking,
+    Searcher,
+    worth_a_second,
+)
+from gbr.core.rank.second_opinion import mixed  # noqa: E402
 from gbr.core.records import (  # noqa: E402
     Chunk,
     Hit,
@@ -306,6 +318,13 @@ def run_variant(
         for query in corpus.queries:
             if variant.reranker is None:
                 hits = searcher.search(query.query, k=k, mode=variant.mode)
+            elif isinstance(variant.reranker, MixedCrossEncoder):
+                # Every such variant reorders the same shipped pool: searched once per run.
+                key = (str(dbs[variant.embed_format]), query.query)
+                if key not in _POOLS:
+                    _POOLS[key] = searcher.search(query.query, RERANK_CANDIDATES, variant.mode)
+                pool = _POOLS[key]
+                hits = variant.reranker.rerank(query.query, pool)[:k]
             else:
                 pool = searcher.search(query.query, k=RERANK_CANDIDATES, mode=variant.mode)
                 hits = variant.reranker.rerank(query.query, pool)[:k]
@@ -604,6 +623,75 @@ def rerank_variant(spec: str) -> Variant:
     return Variant(f"hybrid+{spec.split(':')[0]}", "hybrid", reranker=reranker, note=reranker.name)
 
 
+class MixedCrossEncoder:
+    """Issue 29: a cross-encoder over the shipped order's top `n`, its logits mixed with the
+    order's own scores as the second opinion mixes (each scaled 0-1 over the pool, `weight`
+    to the cross-encoder; 1.0 is its order alone). Questions the second opinion stands aside
+    for (an identifier, a verbatim phrase) keep the shipped order, for the same reason."""
+
+    def __init__(
+        self,
+        model: CrossEncoderReranker,
+        n: int,
+        weight: float,
+        memo: dict[tuple[str, str], float] | None = None,
+    ) -> None:
+        """`memo`: logits kept by (question, passage), shared by variants of one model, so
+        that scoring the same run's variants with other N or W costs no model time."""
+        self.model = model
+        self.n = n
+        self.weight = weight
+        self.memo = memo
+        self.name = f"{model.name} top {n}, weight {weight}"
+        self.timings_ms: list[float] = []  # the model's own time, per question it ran for
+
+    def rerank(self, query: str, hits: Sequence[Hit]) -> list[Hit]:
+        top = list(hits[: self.n])
+        if len(top) < 2 or not worth_a_second(query, top):
+            return list(hits)
+        started = time.perf_counter()
+        passages = [passage_text(h, self.model.max_chars_per_hit) for h in top]
+        logits = self.logits(query, passages)
+        self.timings_ms.append((time.perf_counter() - started) * 1000)
+        scores = mixed(np.array([h.score for h in top], dtype=np.float64), logits, self.weight)
+        order = sorted(range(len(top)), key=lambda i: -scores[i])  # stable on ties
+        return [replace(top[i], score=float(scores[i])) for i in order] + list(hits[self.n :])
+
+    def logits(self, query: str, passages: list[str]) -> np.ndarray:
+        if self.memo is None:
+            return self.model.score(query, passages).astype(np.float64)
+        wanted = [p for p in dict.fromkeys(passages) if (query, p) not in self.memo]
+        if wanted:
+            found = self.model.score(query, wanted)
+            self.memo.update({(query, p): float(v) for p, v in zip(wanted, found, strict=True)})
+        return np.array([self.memo[(query, p)] for p in passages], dtype=np.float64)
+
+
+_MEMOS: dict[tuple[str, int], dict[tuple[str, str], float]] = {}
+_POOLS: dict[tuple[str, str], list[Hit]] = {}  # the shipped top 30 by (index, question)
+
+
+def mixed_cross_encoder(spec: str, memo: bool = False) -> tuple[str, MixedCrossEncoder]:
+    """`xe:DIR:N:W[:LEN]`: its name, and MixedCrossEncoder over the top N with weight W and
+    the model in DIR (at most LEN tokens a pair; by default the length it was trained with,
+    from DIR/training.json as train_cross_encoder.py writes it)."""
+    _, folder, n, weight, *length = spec.split(":")
+    model_dir = Path(folder)
+    record = model_dir / "training.json"
+    trained = json.loads(record.read_text())["max_length"] if record.is_file() else 512
+    max_length = int(length[0]) if length else trained
+    model = CrossEncoderReranker(model_dir, max_length=max_length)
+    name = f"xe-{model_dir.name}-n{n}-w{weight}" + (f"-len{max_length}" if length else "")
+    shared = _MEMOS.setdefault((str(model_dir), max_length), {}) if memo else None
+    return name, MixedCrossEncoder(model, int(n), float(weight), shared)
+
+
+def cross_encoder_variant(spec: str) -> Variant:
+    """The shipped ranking, then the cross-encoder `spec` names (see mixed_cross_encoder)."""
+    name, reranker = mixed_cross_encoder(spec, memo=True)
+    return Variant(name, "hybrid", reranker=reranker, ranking=Ranking.default(), note=reranker.name)
+
+
 # The fusion on main before the devcorpus refit, and the one chosen on the dev half.
 MAIN_FUSION = Fusion(method="cc", alpha=0.7, code_alpha=0.5, depth=50)
 FIT_FUSION = Fusion()
@@ -830,6 +918,9 @@ def pick(variants: list[Variant], spec: str, parser: argparse.ArgumentParser) ->
     if spec == "all":
         return variants
     wanted = [n.strip() for n in spec.split(",")]
+    made = [cross_encoder_variant(n) for n in wanted if n.startswith("xe:")]
+    variants = [*variants, *made]
+    wanted = [v.name for v in made] + [n for n in wanted if not n.startswith("xe:")]
     unknown = set(wanted) - {v.name for v in variants}
     if unknown:
         parser.error(f"unknown variants: {', '.join(sorted(unknown))}")

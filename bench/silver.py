@@ -50,6 +50,7 @@ from bench.eval import (  # noqa: E402
     Tagged,
     Unit,
     Variant,
+    cross_encoder_variant,
     devcorpus_variants,
     learned_variants,
     pick,
@@ -299,6 +300,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def _variants(spec: str, parser: argparse.ArgumentParser) -> list[Variant]:
     own = {v.name: v for v in silver_variants()}
     names = [n.strip() for n in spec.split(",")]
+    own.update({n: cross_encoder_variant(n) for n in names if n.startswith("xe:")})
     others = [n for n in names if n not in own]
     found = (
         {v.name: v for v in pick(devcorpus_variants(), ",".join(others), parser)} if others else {}

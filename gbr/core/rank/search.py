@@ -127,7 +127,7 @@ _CODE_TOKEN = re.compile(
 )
 
 
-def _worth_a_second(query: str, hits: Sequence[Hit]) -> bool:
+def worth_a_second(query: str, hits: Sequence[Hit]) -> bool:
     """The second opinion is for questions in words. An identifier, or a message the code
     holds verbatim (pasted from a terminal, quoted or not), is matched exactly by the first
     stage (BM25 and the literal prior), and mixing in a model's sense of the words only
@@ -597,7 +597,7 @@ class Searcher:
             order = sorted(range(len(pool)), key=lambda i: -scores[i])  # stable on ties
             reordered = [(replace(pool[i][0], score=float(scores[i])), *pool[i][1:]) for i in order]
             found = reordered + found[len(pool) :]
-        if second is None or not _worth_a_second(query, [hit for hit, _, _ in found[:size]]):
+        if second is None or not worth_a_second(query, [hit for hit, _, _ in found[:size]]):
             hits = self._wholes(found[:k])
             if learned and ranker is None:
                 hits = share_of_best(hits)
@@ -621,7 +621,7 @@ class Searcher:
         phrase, "" for `second_query`, a model that cannot run). Training reads pools
         through here too (bench/experiments/train_silver_ranker.py)."""
         second = self.ranking.second if second_query != "" else None
-        if second is None or len(pool) < 2 or not _worth_a_second(query, [h for h, _, _ in pool]):
+        if second is None or len(pool) < 2 or not worth_a_second(query, [h for h, _, _ in pool]):
             return None
         wholes = self._wholes(pool)
         cosines = second.cosines(second_query or query, wholes)
