@@ -253,7 +253,7 @@ class StagedIndex:
         """Start from a copy of the index (and its WAL, if a crashed writer left one), or
         from nothing when not `copy` (a rebuild)."""
         self.discard()  # a run killed before its commit left these behind
-        self._check_room()
+        self._check_room(copy)
         try:
             if copy and self.db.is_file():
                 _copy(self.db, self.path)
@@ -264,15 +264,25 @@ class StagedIndex:
             raise write_error(self.db, exc) from exc
         return self.path
 
-    def _check_room(self) -> None:
-        """Fail before copying anything when the disk cannot hold the copy (StoreWriteError)."""
+    def _check_room(self, copy: bool) -> None:
+        """Fail before writing anything when the disk cannot hold the run (StoreWriteError).
+
+        A rebuild writes a new index beside the old one, which readers keep until the commit;
+        the new one ends about the old one's size, so it asks for the same room as a copy.
+        """
         size = sum(p.stat().st_size for p in (self.db, _wal(self.db)) if p.is_file())
         need, free = room_for_copy(size), free_space(self.db.parent)
         if free is not None and free < need:
+            what = (
+                f"its copy of the {_megabytes(size)} index (a change can grow the copy up to "
+                "twice that)"
+                if copy
+                else f"the new index it builds while the old one ({_megabytes(size)}) is kept "
+                "for searches until it ends"
+            )
             raise StoreWriteError(
                 f"not enough free space to index into {self.db}: a run needs at least "
-                f"{_megabytes(need)} free beside the index for its copy of the "
-                f"{_megabytes(size)} index (a change can grow the copy up to twice that), and "
+                f"{_megabytes(need)} free beside the index for {what}, and "
                 f"{_megabytes(free)} is free; free some space on that disk, then run again"
             )
 
