@@ -45,6 +45,7 @@ from gbr.core.records import (  # noqa: E402
     Hit,
     Mode,
 )
+from gbr.core.store import test_words  # noqa: E402
 from gbr.core.store.facade import Store  # noqa: E402
 from gbr.core.store.fulltext import FtsConfig  # noqa: E402
 
@@ -236,7 +237,11 @@ def index_for(corpus: Corpus, embed_format: str, model: OnnxEmbedder, out: Path)
     db = out / f"eval-{corpus.root.name}-{tag}-{embed_format}.duckdb"
     summary = run_index(
         IndexOptions(
-            root=corpus.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+            root=corpus.root,
+            db=db,
+            embed_format=embed_format,
+            embed_cache=cache_config(os.environ),
+            test_words=test_words.from_env(os.environ),
         ),
         model,
     )
@@ -249,17 +254,19 @@ def index_for(corpus: Corpus, embed_format: str, model: OnnxEmbedder, out: Path)
 
 
 def rebuild_search_text(store: Store, variant: str) -> None:
-    """Rewrite search_text for every chunk, so BM25 variants need no re-embedding."""
+    """Rewrite search_text for every chunk, so BM25 variants need no re-embedding; the
+    words tests lend (GBR_TEST_WORDS) stay at its end."""
     cur = store.con.execute(
-        "SELECT id, path, module, package, kind, name, signature, visibility, start_line, "
-        "end_line, part, parts, doc, text, header FROM chunks"
+        "SELECT id, search_text AS was, path, module, package, kind, name, signature, "
+        "visibility, start_line, end_line, part, parts, doc, text, header FROM chunks"
     )
     cols = [d[0] for d in cur.description]
     rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     updates = []
     for row in rows:
-        chunk_id = row.pop("id")
-        updates.append((search_text(Chunk(**row), variant), chunk_id))
+        chunk_id, was = row.pop("id"), row.pop("was")
+        lent = was[len(test_words.own_text(was)) :]
+        updates.append((search_text(Chunk(**row), variant) + lent, chunk_id))
     store.con.executemany("UPDATE chunks SET search_text = ? WHERE id = ?", updates)
 
 
@@ -299,7 +306,7 @@ def run_variant(
         custom_text = variant.search_text != "weighted" or variant.fts != FtsConfig()
         if custom_text:
             rebuild_search_text(store, variant.search_text)
-            store.refresh_fulltext(variant.fts)
+            store.refresh_fulltext(variant.fts, test_words.from_env(os.environ))
         searcher = Searcher(store, model, variant.fusion, variant.ranking)
         results = []
         started = time.perf_counter()
@@ -313,7 +320,7 @@ def run_variant(
         per_query = (time.perf_counter() - started) / max(1, len(corpus.queries))
         if custom_text:
             rebuild_search_text(store, "weighted")
-            store.refresh_fulltext()
+            store.refresh_fulltext(lend=test_words.from_env(os.environ))
     return results, per_query
 
 
@@ -478,7 +485,11 @@ def unit_index(
     db.parent.mkdir(parents=True, exist_ok=True)
     summary = run_index(
         IndexOptions(
-            root=unit.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+            root=unit.root,
+            db=db,
+            embed_format=embed_format,
+            embed_cache=cache_config(os.environ),
+            test_words=test_words.from_env(os.environ),
         ),
         model,
     )
