@@ -125,7 +125,10 @@ def update(
         return "rebuilt"
     fts = FTS_SCHEMA
     with store.transaction():
-        retext = test_words.apply(con, lend)
+        # Lent words change only with the chunks (a write gives every chunk a new id), so
+        # an index whose chunks did not change skips working them out.
+        changed = lend is not None and _chunks_changed(con)
+        retext = test_words.apply(con, lend) if changed else []
         con.execute("CREATE OR REPLACE TEMP TABLE fts_retext(id BIGINT)")
         if retext:
             con.executemany("INSERT INTO fts_retext VALUES (?)", [(i,) for i in retext])
@@ -153,6 +156,16 @@ def update(
         refresh(store, config, lend)
         return "rebuilt"
     return "patched"
+
+
+def _chunks_changed(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a chunk is gone from, or missing in, the full-text index."""
+    fts = FTS_SCHEMA
+    row = con.execute(
+        f"""SELECT EXISTS (SELECT 1 FROM {fts}.docs WHERE name NOT IN (SELECT id FROM chunks))
+        OR EXISTS (SELECT 1 FROM chunks WHERE id NOT IN (SELECT name FROM {fts}.docs))"""
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _patch(con: duckdb.DuckDBPyConnection, config: FtsConfig) -> None:
