@@ -94,7 +94,7 @@ TEST_WORDS = Variable(
     "text",
     "off",
     "index time: test names lend their words to the BM25 text of what they call; on, off "
-    "or TARGETS,WORDS",
+    "or TARGETS,WORDS[,WEIGHT]",
 )
 SECOND_OPINION = Variable(
     "GBR_SECOND_OPINION", "switch", "on", "the second embedding model's vote; off turns it off"

@@ -121,13 +121,16 @@ def test_a_function_takes_at_most_max_words(
     index(root, db, model, TestWords(max_words=3))
     # `cookie`, said by both tests, comes first; then the first test's words, in order.
     assert lent(texts(db)["remove"]).split() == ["cookie", "expired", "is"]
+    # A weight writes each word that many times.
+    index(root, db, model, TestWords(max_words=2, weight=2))
+    assert lent(texts(db)["remove"]).split() == ["cookie", "cookie", "expired", "expired"]
 
 
 def test_an_edited_test_updates_its_targets_words_incrementally(
     make_package: Package, tmp_path: Path, model: OnnxEmbedder
 ) -> None:
     # Enough other code that a test file's edit is patched into the index, not rebuilt.
-    filler = "".join(f"pub fn filler_{n}() -> Int {{ {n} }}\n" for n in range(40))
+    filler = "".join(f"pub fn filler_{n}() -> Int {{ {n} }}\n" for n in range(80))
     package = make_package(
         {
             "src/cookie.gleam": LIBRARY,
@@ -180,7 +183,8 @@ def test_the_setting_reads_on_off_and_two_counts_and_refuses_the_rest(tmp_path: 
     assert test_words.parse("OFF") is None and test_words.parse("no") is None
     assert test_words.parse("on") == TestWords()
     assert test_words.parse(" 2,8 ") == TestWords(max_targets=2, max_words=8)
-    for bad in ("maybe", "2", "0,4", "a,b"):
+    assert test_words.parse("2,8,3") == TestWords(max_targets=2, max_words=8, weight=3)
+    for bad in ("maybe", "2", "0,4", "a,b", "1,2,3,4", "6,16,0"):
         with pytest.raises(ValueError, match="GBR_TEST_WORDS"):
             test_words.parse(bad)
     root = tmp_path / "pkg"

@@ -57,10 +57,12 @@ class TestWords:
     max_targets: int = 6
     # The most words one definition takes from all its tests.
     max_words: int = 16
+    # How many times each lent word is written: its weight against the chunk's own text.
+    weight: int = 1
 
     def signature(self) -> str:
         """What the index records, so that another setting re-reads the lent words."""
-        return f"targets={self.max_targets},words={self.max_words}"
+        return f"targets={self.max_targets},words={self.max_words},weight={self.weight}"
 
 
 def from_env(env: Mapping[str, str]) -> TestWords | None:
@@ -69,20 +71,25 @@ def from_env(env: Mapping[str, str]) -> TestWords | None:
 
 
 def parse(text: str) -> TestWords | None:
-    """GBR_TEST_WORDS's value: off or unset (None), on (the defaults), or `TARGETS,WORDS`;
-    a ValueError saying what to write otherwise."""
+    """GBR_TEST_WORDS's value: off or unset (None), on (the defaults), or
+    `TARGETS,WORDS[,WEIGHT]`; a ValueError saying what to write otherwise."""
     value = text.strip().lower()
     if not value or is_off(value):
         return None
     if value in ("on", "1", "true", "yes"):
         return TestWords()
     try:
-        targets, words = (int(part) for part in value.split(","))
+        counts = [int(part) for part in value.split(",")]
     except ValueError:
-        raise ValueError(f"GBR_TEST_WORDS={text!r}: use on, off, or two counts like 3,16") from None
-    if targets < 1 or words < 1:
-        raise ValueError(f"GBR_TEST_WORDS={text!r}: both counts must be at least 1")
-    return TestWords(targets, words)
+        counts = []
+    if len(counts) not in (2, 3):
+        raise ValueError(
+            f"GBR_TEST_WORDS={text!r}: use on, off, or counts like 6,16 (targets, words) "
+            "or 6,16,2 (and each word's weight)"
+        )
+    if min(counts) < 1:
+        raise ValueError(f"GBR_TEST_WORDS={text!r}: every count must be at least 1")
+    return TestWords(*counts)
 
 
 def name_words(name: str) -> list[str]:
@@ -120,7 +127,9 @@ def wanted(con: duckdb.DuckDBPyConnection, config: TestWords) -> dict[int, str]:
         for chunk in chunks:
             lent[chunk].update(words)
     return {
-        chunk: " ".join(w for w, _ in counts.most_common(config.max_words))
+        chunk: " ".join(
+            w for w, _ in counts.most_common(config.max_words) for _ in range(config.weight)
+        )
         for chunk, counts in lent.items()
     }
 
