@@ -56,8 +56,16 @@ def package(make_package: Package) -> Path:
     return make_package({"src/cookie.gleam": LIBRARY, "test/cookie_test.gleam": TESTS})
 
 
-def index(root: Path, db: Path, model: OnnxEmbedder, lend: TestWords | None) -> None:
-    run_index(IndexOptions(root=root, db=db, test_words=lend), model)
+def index(
+    root: Path,
+    db: Path,
+    model: OnnxEmbedder,
+    lend: TestWords | None,
+    only: frozenset[str] | None = None,
+) -> None:
+    """A run over the whole tree, or over the changed paths `only`, as the daemon's watch
+    runs one after a save."""
+    run_index(IndexOptions(root=root, db=db, test_words=lend, only=only), model)
 
 
 def texts(db: Path) -> dict[str, str]:
@@ -126,7 +134,7 @@ def test_a_function_takes_at_most_max_words(
     assert lent(texts(db)["remove"]).split() == ["cookie", "cookie", "expired", "expired"]
 
 
-def test_an_edited_test_updates_its_targets_words_incrementally(
+def test_a_saved_test_file_updates_its_targets_words_incrementally(
     make_package: Package, tmp_path: Path, model: OnnxEmbedder
 ) -> None:
     # Enough other code that a test file's edit is patched into the index, not rebuilt.
@@ -144,7 +152,8 @@ def test_an_edited_test_updates_its_targets_words_incrementally(
     index(package, db, model, TestWords())
     test_file = package / "test/cookie_test.gleam"
     test_file.write_text(TESTS.replace("expired_cookie_is_removed_test", "stale_token_purged_test"))
-    index(package, db, model, TestWords())
+    saved = frozenset({"test/cookie_test.gleam"})
+    index(package, db, model, TestWords(), only=saved)
     assert [e["how"] for e in events(log, "fulltext_updated")] == ["rebuilt", "patched"]
     assert lent(texts(db)["remove"]).split() == ["stale", "token", "purged"]
     assert "remove" not in bm25_names(db, "expired")
@@ -158,7 +167,7 @@ def test_an_edited_test_updates_its_targets_words_incrementally(
         assert fts_state(patched) == expected
     # The test file gone: its words go with it.
     test_file.unlink()
-    index(package, db, model, TestWords())
+    index(package, db, model, TestWords(), only=saved)
     assert [e["how"] for e in events(log, "fulltext_updated")][-1] == "patched"
     assert SEPARATOR not in texts(db)["remove"]
     assert bm25_names(db, "stale token purged") == []
