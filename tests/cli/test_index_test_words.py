@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from tests.conftest import CTL, PROVIDER_VARS, invoke, write_tree
-from tests.core.test_test_words import LIBRARY, TESTS
+from tests.core.test_test_words import LIBRARY, write_package
 
 
 def index(root: Path, home: Path, value: str) -> subprocess.CompletedProcess[str]:
@@ -30,14 +30,7 @@ def names(root: Path, query: str) -> list[str]:
 
 
 def test_index_with_test_words_on_then_off(tmp_path: Path) -> None:
-    root = write_tree(
-        tmp_path / "pkg",
-        {
-            "gleam.toml": 'name = "pkg"\nversion = "1.0.0"\n',
-            "src/cookie.gleam": LIBRARY,
-            "test/cookie_test.gleam": TESTS,
-        },
-    )
+    root = write_package(tmp_path / "pkg")
     assert index(root, tmp_path / "home", "on").returncode == 0
     assert "remove" in names(root, "expired")
     # Turned off with no file changed: the next run takes the words back.

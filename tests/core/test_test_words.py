@@ -22,6 +22,7 @@ from gbr.core.rank.search import Searcher
 from gbr.core.store import test_words
 from gbr.core.store.facade import Store
 from gbr.core.store.test_words import SEPARATOR, TestWords
+from tests.conftest import write_tree
 from tests.core.test_store_fulltext import events, fts_state
 
 LIBRARY = """pub fn remove(jar: List(String), name: String) -> List(String) {
@@ -49,6 +50,18 @@ pub fn whole_ledger_integration_test() {
 """
 
 Package = Callable[[dict[str, str | bytes]], Path]
+
+
+def write_package(root: Path) -> Path:
+    """The cookie package at `root`, for tests outside this module (the CLI, the daemon)."""
+    return write_tree(
+        root,
+        {
+            "gleam.toml": 'name = "pkg"\nversion = "1.0.0"\n',
+            "src/cookie.gleam": LIBRARY,
+            "test/cookie_test.gleam": TESTS,
+        },
+    )
 
 
 @pytest.fixture

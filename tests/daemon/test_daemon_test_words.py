@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import write_tree
-from tests.core.test_test_words import LIBRARY, TESTS
+from tests.core.test_test_words import TESTS, write_package
 from tests.daemon.conftest import clean_env, start_daemon, wait_until
 
 
@@ -17,14 +16,7 @@ def bm25_names(daemon_search: dict[str, object]) -> list[str]:
 
 
 def test_a_saved_test_file_moves_its_words_in_the_daemons_index(tmp_path: Path) -> None:
-    root = write_tree(
-        tmp_path / "pkg",
-        {
-            "gleam.toml": 'name = "pkg"\nversion = "1.0.0"\n',
-            "src/cookie.gleam": LIBRARY,
-            "test/cookie_test.gleam": TESTS,
-        },
-    )
+    root = write_package(tmp_path / "pkg")
     env = clean_env(tmp_path / "home", GBR_TEST_WORDS="on")
     daemon = start_daemon(root, "--debounce-ms", "100", env=env)
     try:
