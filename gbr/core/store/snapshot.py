@@ -47,6 +47,7 @@ from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.store.errors import write_error
 from gbr.core.store.facade import SCHEMA_VERSION, Store
 from gbr.core.store.lock import LOCK_WAIT, held_message, lock_conflict
+from gbr.core.store.test_words import TestWords
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
@@ -389,6 +390,7 @@ def survey(
     options: WalkOptions,
     want: Mapping[str, str],
     wait: float = LOCK_WAIT,
+    lend: TestWords | None = None,
 ) -> IndexSummary | WalkBegun | None:
     """The summary of a run that would change nothing; else the walk so far, stopped at the
     first change, for the run to go on with (WalkBegun); None when no walk was needed to
@@ -398,9 +400,9 @@ def survey(
 
     It walks and hashes as the pipeline's walker does: same files, same hashes, same model
     and chunker (`want`, the meta `Store.prepare` checks), same root, and a fresh full-text
-    index built with today's settings. A file that failed before and is unchanged fails
-    again, so it is reported as dropped with its stored reason (the line and column are not
-    stored).
+    index built with today's settings and lent words (`lend`). A file that failed before and
+    is unchanged fails again, so it is reported as dropped with its stored reason (the line
+    and column are not stored).
     """
     from gbr.core.parse.walker import (  # only `index` asks; a search opens here too
         HashedFile,
@@ -417,7 +419,7 @@ def survey(
         wanted = {"schema_version": SCHEMA_VERSION, "root": str(root), **want}
         if any(meta.get(k) != v for k, v in wanted.items()):
             return None
-        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated():
+        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated(lend=lend):
             return None
         embedded, chunks = store.coverage()
         if embedded < chunks:  # a run cut short left vectors to embed
