@@ -30,7 +30,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.evaluation import QUERY_KINDS, Query, Scores, load_queries, score  # noqa: E402
+from bench.evaluation import (  # noqa: E402
+    QUERY_KINDS,
+    Query,
+    Scores,
+    bootstrap_interval,
+    load_queries,
+    per_query,
+    score,
+)
 from gbr.actors.pipeline import IndexOptions, run_index  # noqa: E402
 from gbr.core.embed.cache_config import cache_config  # noqa: E402
 from gbr.core.embed.embedder import OnnxEmbedder  # noqa: E402
@@ -57,6 +65,7 @@ from gbr.core.records import (  # noqa: E402
     Hit,
     Mode,
 )
+from gbr.core.store import test_words  # noqa: E402
 from gbr.core.store.facade import Store  # noqa: E402
 from gbr.core.store.fulltext import FtsConfig  # noqa: E402
 
@@ -248,7 +257,11 @@ def index_for(corpus: Corpus, embed_format: str, model: OnnxEmbedder, out: Path)
     db = out / f"eval-{corpus.root.name}-{tag}-{embed_format}.duckdb"
     summary = run_index(
         IndexOptions(
-            root=corpus.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+            root=corpus.root,
+            db=db,
+            embed_format=embed_format,
+            embed_cache=cache_config(os.environ),
+            test_words=test_words.from_env(os.environ),
         ),
         model,
     )
@@ -261,17 +274,19 @@ def index_for(corpus: Corpus, embed_format: str, model: OnnxEmbedder, out: Path)
 
 
 def rebuild_search_text(store: Store, variant: str) -> None:
-    """Rewrite search_text for every chunk, so BM25 variants need no re-embedding."""
+    """Rewrite search_text for every chunk, so BM25 variants need no re-embedding; the
+    words tests lend (GBR_TEST_WORDS) stay at its end."""
     cur = store.con.execute(
-        "SELECT id, path, module, package, kind, name, signature, visibility, start_line, "
-        "end_line, part, parts, doc, text, header FROM chunks"
+        "SELECT id, search_text AS was, path, module, package, kind, name, signature, "
+        "visibility, start_line, end_line, part, parts, doc, text, header FROM chunks"
     )
     cols = [d[0] for d in cur.description]
     rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
     updates = []
     for row in rows:
-        chunk_id = row.pop("id")
-        updates.append((search_text(Chunk(**row), variant), chunk_id))
+        chunk_id, was = row.pop("id"), row.pop("was")
+        lent = was[len(test_words.own_text(was)) :]
+        updates.append((search_text(Chunk(**row), variant) + lent, chunk_id))
     store.con.executemany("UPDATE chunks SET search_text = ? WHERE id = ?", updates)
 
 
@@ -311,7 +326,7 @@ def run_variant(
         custom_text = variant.search_text != "weighted" or variant.fts != FtsConfig()
         if custom_text:
             rebuild_search_text(store, variant.search_text)
-            store.refresh_fulltext(variant.fts)
+            store.refresh_fulltext(variant.fts, test_words.from_env(os.environ))
         searcher = Searcher(store, model, variant.fusion, variant.ranking)
         results = []
         started = time.perf_counter()
@@ -329,11 +344,11 @@ def run_variant(
                 pool = searcher.search(query.query, k=RERANK_CANDIDATES, mode=variant.mode)
                 hits = variant.reranker.rerank(query.query, pool)[:k]
             results.append((query, [(h.path, h.name) for h in hits]))
-        per_query = (time.perf_counter() - started) / max(1, len(corpus.queries))
+        each = (time.perf_counter() - started) / max(1, len(corpus.queries))
         if custom_text:
             rebuild_search_text(store, "weighted")
-            store.refresh_fulltext()
-    return results, per_query
+            store.refresh_fulltext(lend=test_words.from_env(os.environ))
+    return results, each
 
 
 def by_kind(results: list[tuple[Query, list[tuple[str, str]]]]) -> dict[str, Scores]:
@@ -398,12 +413,18 @@ def evaluate(
     }
     for variant in variants:
         progress(variant.name)
-        results, per_query = run_variant(variant, corpus, dbs, model)
+        results, seconds = run_variant(variant, corpus, dbs, model)
+        rows = per_query(results)
         report["variants"][variant.name] = {
             "mode": variant.mode,
             "note": variant.note,
-            "ms_per_query": round(per_query * 1000, 2),
+            "ms_per_query": round(seconds * 1000, 2),
             "overall": score(results).as_dict(),
+            "interval95": bootstrap_interval(rows),
+            "per_query": {
+                q.id: [round(float(x), 4) for x in row]
+                for (q, _), row in zip(results, rows, strict=True)
+            },
             "by_kind": {k: s.as_dict() for k, s in by_kind(results).items()},
             "misses": [
                 q.id
@@ -497,7 +518,11 @@ def unit_index(
     db.parent.mkdir(parents=True, exist_ok=True)
     summary = run_index(
         IndexOptions(
-            root=unit.root, db=db, embed_format=embed_format, embed_cache=cache_config(os.environ)
+            root=unit.root,
+            db=db,
+            embed_format=embed_format,
+            embed_cache=cache_config(os.environ),
+            test_words=test_words.from_env(os.environ),
         ),
         model,
     )
@@ -552,8 +577,8 @@ def run_units(
     for unit in units:
         db = unit_index(unit, variant.embed_format, model, out, folder)
         corpus = Corpus(unit.root, unit.queries)
-        results, per_query = run_variant(variant, corpus, {variant.embed_format: db}, memo)
-        seconds += per_query * len(results)
+        results, each = run_variant(variant, corpus, {variant.embed_format: db}, memo)
+        seconds += each * len(results)
         tagged += [(pkg, q, h) for pkg, (q, h) in zip(unit.packages, results, strict=True)]
     return tagged, seconds
 
@@ -562,17 +587,26 @@ def _count(variants: dict[str, Any]) -> int:
     return next(iter(variants.values()))["overall"]["n"] if variants else 0
 
 
-def summarise(variant: Variant, tagged: Tagged, per_query: float) -> dict[str, Any]:
+def summarise(variant: Variant, tagged: Tagged, seconds: float) -> dict[str, Any]:
+    """eval's figures of one variant; `seconds`: the search time per query."""
     results = [(q, h) for _, q, h in tagged]
     packages: dict[str, Results] = defaultdict(list)
     for pkg, q, h in tagged:
         packages[pkg].append((q, h))
     per_package = {pkg: score(items).as_dict() for pkg, items in sorted(packages.items())}
+    rows = per_query(results)
     return {
         "mode": variant.mode,
         "note": variant.note,
-        "ms_per_query": round(per_query * 1000, 2),
+        "ms_per_query": round(seconds * 1000, 2),
         "overall": score(results).as_dict(),
+        # 95 % bootstrap over queries, and each query's METRICS row, so that two runs can be
+        # compared query by query (paired differences).
+        "interval95": bootstrap_interval(rows),
+        "per_query": {
+            f"{pkg}:{q.id}": [round(float(x), 4) for x in row]
+            for (pkg, q, _), row in zip(tagged, rows, strict=True)
+        },
         "by_kind": {k: s.as_dict() for k, s in by_kind(results).items()},
         "per_package": per_package,
         "worst_package": {m: min(s[m] for s in per_package.values()) for m in ("R@5", "MRR@10")},

@@ -16,8 +16,11 @@ from pathlib import Path
 from gbr.access.local import LocalSettings
 from gbr.core.embed.cache_config import CacheConfig, cache_config
 from gbr.core.embed.device import DEVICE_ENV, check_device
+from gbr.core.errors import ConfigError
 from gbr.core.settings import Settings, load_settings
 from gbr.core.sizes import option_size
+from gbr.core.store import test_words
+from gbr.core.store.test_words import TestWords
 
 DEFAULT_MAX_FILE_SIZE = "1MB"
 
@@ -35,6 +38,7 @@ class PackageConfig:
     ignore: tuple[str, ...]
     embed_cache: CacheConfig | None  # None: off
     device: str
+    test_words: TestWords | None = None  # GBR_TEST_WORDS: what tests lend, None: nothing
 
     def local_settings(
         self,
@@ -52,6 +56,7 @@ class PackageConfig:
             ignore=self.ignore,
             follow_outside_links=follow_outside_links,
             embed_cache=self.embed_cache,
+            test_words=self.test_words,
             keep_open=keep_open,
             cancel_on_ctrl_c=cancel_on_ctrl_c,
             serving=serving,
@@ -77,6 +82,10 @@ def package_config(
     max_bytes = option_size(size, "--max-file-size")
     cache_on = embed_cache if embed_cache is not None else settings.embed_cache is not False
     chosen_device = device or env.get(DEVICE_ENV) or settings.device or "auto"
+    try:
+        lend = test_words.from_env(env)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return PackageConfig(
         root=root,
         db=db,
@@ -87,4 +96,5 @@ def package_config(
         ignore=settings.ignore,
         embed_cache=cache_config(env) if cache_on else None,
         device=check_device(chosen_device),
+        test_words=lend,
     )

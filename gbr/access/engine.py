@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gbr.core.embed.embedder import Embedder
     from gbr.core.records import Hit
     from gbr.core.store.facade import Store
+    from gbr.core.store.test_words import TestWords
 
 
 class IndexedTree(Protocol):
@@ -41,6 +42,8 @@ class IndexedTree(Protocol):
     def follow_outside_links(self) -> bool: ...
     @property
     def embed_cache(self) -> CacheConfig | None: ...
+    @property
+    def test_words(self) -> TestWords | None: ...
 
 
 def index_options(tree: IndexedTree, db: Path, **run: Any) -> IndexOptions:
@@ -56,6 +59,7 @@ def index_options(tree: IndexedTree, db: Path, **run: Any) -> IndexOptions:
         ignore=tree.ignore,
         follow_outside_links=tree.follow_outside_links,
         embed_cache=tree.embed_cache,
+        test_words=tree.test_words,
         **run,
     )
 

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from gbr.core.embed.embedder import OnnxEmbedder
     from gbr.core.records import IndexSummary, ProgressCallback
     from gbr.core.store.facade import Store
+    from gbr.core.store.test_words import TestWords
 
 
 class _SharedExclusive:
@@ -87,6 +88,7 @@ class LocalSettings:
     follow_outside_links: bool = False
     # The shared embed cache (None: off); the front doors pass PackageConfig's.
     embed_cache: CacheConfig | None = None
+    test_words: TestWords | None = None  # GBR_TEST_WORDS, as PackageConfig resolved it
     keep_open: bool = False
     """Keep the index open between calls (a chat, `search -`); closed only to index."""
     cancel_on_ctrl_c: bool = False

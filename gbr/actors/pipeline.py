@@ -48,6 +48,7 @@ from gbr.core.store.files import refuse_odd_file
 from gbr.core.store.indexing import prepare_chunks
 from gbr.core.store.lock import LOCK_WAIT, open_when_free
 from gbr.core.store.snapshot import StagedIndex, WriterLock, survey
+from gbr.core.store.test_words import TestWords
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ class IndexOptions:
     faults: FaultPlan | None = None
     timeout: float | None = None  # seconds; None waits as long as work progresses
     embed_format: str = DEFAULT_EMBED_FORMAT
+    # Words test functions lend to the BM25 text of what they call (GBR_TEST_WORDS); None:
+    # none (gbr.core.store.test_words).
+    test_words: TestWords | None = None
     # Relative paths (files or folders) that changed or vanished: only these are walked, and
     # a listed path no longer found is removed. None indexes the whole tree.
     only: frozenset[str] | None = None
@@ -234,6 +238,7 @@ def _run_pipeline(
                 vectors_done=vectors_done,
                 publish=options.publish,
                 keep=options.keep,
+                test_words=options.test_words,
             ),
         )
         embedder = supervisor.start_child(
@@ -408,7 +413,7 @@ def _run_staged(
         if options.only is None and not options.fresh:
             walk = options.walk_options()
             want = {k: str(v) for k, v in _index_meta(model, options.embed_format).items()}
-            found = survey(options.db, root, walk, want, options.lock_wait)
+            found = survey(options.db, root, walk, want, options.lock_wait, options.test_words)
             if isinstance(found, IndexSummary):
                 log().info("index_unchanged", files=found.files_seen, seconds=found.seconds)
                 return found

@@ -48,6 +48,7 @@ from gbr.core.records import Chunk, FileProblem, FileState, PartialFile, SourceF
 from gbr.core.store.facade import FileWrite, Store
 from gbr.core.store.indexing import SharedVectors, embed_texts, with_known_vectors
 from gbr.core.store.snapshot import PublishPace
+from gbr.core.store.test_words import TestWords
 from gbr.core.store.writes import StoredChunk
 from gbr.core.telemetry import log
 
@@ -333,9 +334,11 @@ class WriterActor(_StoreStage):
         vectors_done: threading.Event | None = None,
         publish: Callable[[Store], None] | None = None,
         keep: Keep | None = None,
+        test_words: TestWords | None = None,
     ) -> None:
         super().__init__(supervisor, name, open_store, faults)
         self.coordinator, self.slots = coordinator, slots
+        self.test_words = test_words  # words tests lend to what they call, or None
         self.write_failed = write_failed
         # For chunks that come without vectors: the caches' vectors are filled in here.
         self.shared = shared
@@ -519,9 +522,10 @@ class WriterActor(_StoreStage):
             )
 
     def _update_fulltext(self, store: Store) -> None:
-        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated():
+        lend = self.test_words
+        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated(lend=lend):
             started = time.monotonic()
-            how = store.update_fulltext()
+            how = store.update_fulltext(lend=lend)
             log().info("fulltext_updated", how=how, seconds=round(time.monotonic() - started, 4))
 
     def _keep_finished(self, until: float) -> bool:

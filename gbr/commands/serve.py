@@ -132,6 +132,7 @@ def serve(
             follow_outside_links=follow_outside_links,
             faults=faults,
             embed_cache=settings.embed_cache,
+            test_words=settings.test_words,
             env=settings.env,
         )
 

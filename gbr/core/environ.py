@@ -89,6 +89,13 @@ ONNX_GRAPHS = Variable(
 RANKER = Variable(
     "GBR_RANKER", "text", "off", "the learned ranker: on (the shipped file) or a file; off"
 )
+TEST_WORDS = Variable(
+    "GBR_TEST_WORDS",
+    "text",
+    "off",
+    "index time: test names lend their words to the BM25 text of what they call; on, off "
+    "or TARGETS,WORDS[,WEIGHT]",
+)
 SECOND_OPINION = Variable(
     "GBR_SECOND_OPINION", "switch", "on", "the second embedding model's vote; off turns it off"
 )
@@ -138,6 +145,7 @@ VARIABLES: Mapping[str, Variable] = MappingProxyType(
             EMBED_CACHE_SIZE,
             ONNX_GRAPHS,
             RANKER,
+            TEST_WORDS,
             SECOND_OPINION,
             SECOND_OPINION_FILL,
             RERANK_MODEL_DIR,

@@ -54,6 +54,7 @@ from gbr.core.rank.search import Filter, Ranking, Searcher
 from gbr.core.records import IndexSummary, Mode
 from gbr.core.sizes import DEFAULT_MAX_BYTES
 from gbr.core.store.facade import Store, ThreadLocalStore, check_root, status_report
+from gbr.core.store.test_words import TestWords
 from gbr.core.telemetry import log
 from gbr.daemon.filler import Filler, quiet_seconds
 from gbr.daemon.metrics import Metrics
@@ -76,6 +77,7 @@ class DaemonConfig:
     follow_outside_links: bool = False
     faults: FaultPlan | None = None  # crash drills (GBR_FAULTS), never set in normal use
     embed_cache: CacheConfig | None = None  # None: off
+    test_words: TestWords | None = None  # GBR_TEST_WORDS, as the package's config resolved it
     # The environment `serve` read at start-up: provider keys, the ranker and reranker
     # settings. Nothing below reads the process environment itself.
     env: Mapping[str, str] = field(default_factory=lambda: NO_ENV, repr=False)

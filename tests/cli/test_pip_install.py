@@ -45,6 +45,32 @@ def newest_python() -> Path | None:
 NEWEST = newest_python()
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built once for every Python (it is pure Python)."""
+    base = tmp_path_factory.mktemp("wheel")
+    src = base / "src"  # a copy, so the build leaves no build/ or egg-info in the checkout
+    shutil.copytree(
+        REPO,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".venv*",
+            ".git",
+            ".*_cache",
+            ".hypothesis",
+            "bench",
+            "tests",
+            "*.egg-info",
+            "build",
+            ".gbr",
+        ),
+    )
+    built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", base / "dist", src)
+    assert built.returncode == 0, built.stderr
+    [found] = (base / "dist").glob("gbr-*-py3-none-any.whl")
+    return found
+
+
 @pytest.fixture(
     scope="module",
     params=[
@@ -56,21 +82,14 @@ NEWEST = newest_python()
         ),
     ],
 )
-def installed(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+def installed(
+    wheel: Path, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Path:
     """The bin folder of a fresh venv of each Python, holding only the wheel and what it
     declares: pip refuses a Python the package's requires-python leaves out, and the
     dependencies need wheels for it."""
     python: Path = request.param
     base = tmp_path_factory.mktemp("pip")
-    src = base / "src"  # a copy, so the build leaves no build/ or egg-info in the checkout
-    shutil.copytree(
-        REPO,
-        src,
-        ignore=shutil.ignore_patterns(".venv", ".git", "bench", "tests", "*.egg-info", "build"),
-    )
-    built = run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", base / "dist", src)
-    assert built.returncode == 0, built.stderr
-    [wheel] = (base / "dist").glob("gbr-*.whl")
     made = run(python, "-m", "venv", base / "venv")
     assert made.returncode == 0, made.stderr
     bin_dir = base / "venv" / "bin"

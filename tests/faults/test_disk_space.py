@@ -98,14 +98,21 @@ def test_room_for_one_copy_is_enough_for_a_one_line_change(
     ]
 
 
+def run_without_room(
+    disk: SmallDisk, home: Path, *flags: str
+) -> tuple[Path, int, bytes, subprocess.CompletedProcess[str]]:
+    """An index run on a disk with room for half the index: root, size, bytes before, run."""
+    root, size = indexed_then_edited(disk, home)
+    before = (root / ".gbr" / "index.duckdb").read_bytes()
+    disk.resize(disk.used() + size // 2)
+    return root, size, before, ctl("index", str(root), *flags, cwd=root, home=home)
+
+
 def test_without_room_for_a_copy_the_run_names_the_space_it_needs(
     small_disk: SmallDisk, tmp_path: Path
 ) -> None:
     home = tmp_path / "home"
-    root, size = indexed_then_edited(small_disk, home)
-    before = (root / ".gbr" / "index.duckdb").read_bytes()
-    small_disk.resize(small_disk.used() + size // 2)
-    done = ctl("index", str(root), cwd=root, home=home)
+    root, size, before, done = run_without_room(small_disk, home)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -115,3 +122,17 @@ def test_without_room_for_a_copy_the_run_names_the_space_it_needs(
     assert (root / ".gbr" / "index.duckdb").read_bytes() == before
     assert not (root / ".gbr" / "index.duckdb.next").exists()
     assert not finds_new_name(root, home)
+
+
+def test_a_rebuild_without_room_names_the_new_index_it_builds_not_a_copy(
+    small_disk: SmallDisk, tmp_path: Path
+) -> None:
+    root, _, before, done = run_without_room(small_disk, tmp_path / "home", "--rebuild")
+    assert done.returncode != 0
+    # The rebuild's own note comes first; the error is the one line after it.
+    note, error = done.stderr.strip().splitlines()
+    assert note.startswith("rebuilding the index"), done.stderr
+    assert "not enough free space" in error
+    assert "the new index it builds" in error and "copy" not in error, error
+    assert "Traceback" not in done.stderr
+    assert (root / ".gbr" / "index.duckdb").read_bytes() == before

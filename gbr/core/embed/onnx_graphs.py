@@ -148,13 +148,14 @@ def verify(kept: Path) -> str | None:
     for name, want in files.items():
         path = kept / name
         try:
-            if _stamp(path) == want["stamp"]:
+            stamp = _stamp(path)
+            if stamp == want["stamp"]:
                 continue
-            if path.stat().st_size != want["size"] or _crc32(path) != want["crc32"]:
+            if stamp[1] != want["size"] or _crc32(path) != want["crc32"]:
                 return f"{name} fails its checksum"
         except (OSError, KeyError, TypeError) as exc:
             return f"{name} cannot be checked ({type(exc).__name__})"
-        want["stamp"] = _stamp(path)  # the same bytes, copied or moved: renew the stamp
+        want["stamp"] = stamp  # the same bytes, copied or moved: renew the stamp
         renewed = True
     if renewed:
         with contextlib.suppress(OSError):  # not renewed: the next load reads them again

@@ -228,6 +228,7 @@ def _walk_dir(
     options: WalkOptions,
     seen: set[tuple[int, int]],
     scope: Scope | None = None,
+    outside: bool = False,
 ) -> Iterator[FoundFile | FileProblem]:
     try:
         st = folder.stat()
@@ -276,7 +277,16 @@ def _walk_dir(
             if skipped := _skipped(entry, root, is_dir, options):
                 yield skipped
                 continue
-            yield from _walk_dir(path, root, specs, package, options, seen, scope)
+            yield from _walk_dir(
+                path,
+                root,
+                specs,
+                package,
+                options,
+                seen,
+                scope,
+                options.follow_outside_links and _outside(entry, root, outside),
+            )
         else:
             if scope is not None and not scope.covers(_rel(path, root)):
                 continue
@@ -285,9 +295,12 @@ def _walk_dir(
             if skipped := _skipped(entry, root, is_dir, options):
                 yield skipped
                 continue
-            outside = options.follow_outside_links and not _resolves_inside(path, root)
             yield FoundFile(
-                path, _rel(path, root), _module_of(path, package), package.name, outside
+                path,
+                _rel(path, root),
+                _module_of(path, package),
+                package.name,
+                options.follow_outside_links and _outside(entry, root, outside),
             )
 
 
@@ -322,11 +335,18 @@ def _undecodable(rel: str, is_dir: bool) -> FileProblem:
     return FileProblem(shown, what, "undecodable_name")
 
 
-def _resolves_inside(path: Path, root: Path) -> bool:
+def _outside(entry: os.DirEntry[str], root: Path, folder_outside: bool) -> bool:
+    """Whether `entry` resolves outside `root`.
+
+    Only a symlink, or an entry under a folder already found outside, can: resolving every
+    path of a large tree would cost a realpath (a syscall per component) for each file.
+    """
     try:
-        return Path(os.path.realpath(path)).is_relative_to(root)
+        if not (folder_outside or entry.is_symlink()):
+            return False
+        return not Path(os.path.realpath(entry.path)).is_relative_to(root)
     except (OSError, ValueError):
-        return False
+        return True
 
 
 def _leaves(entry: os.DirEntry[str], root: Path) -> FileProblem | None:

@@ -37,7 +37,7 @@ from gbr.core.records import (
     SearchFilter,
     SourceFile,
 )
-from gbr.core.store import duckdb_imports, fulltext, postings_memory, vector_file
+from gbr.core.store import duckdb_imports, fulltext, postings_memory, test_words, vector_file
 from gbr.core.store import queries as store_queries
 from gbr.core.store import vectors as store_vectors
 from gbr.core.store.errors import damaged, guarded, one_line, store_error, writing
@@ -50,6 +50,7 @@ from gbr.core.store.files import (
     storable_text,
 )
 from gbr.core.store.fulltext import DEFAULT_FTS, FtsConfig
+from gbr.core.store.test_words import TestWords
 from gbr.core.store.writes import (
     FileWrite,
     StoredChunk,
@@ -231,6 +232,7 @@ class Store:
             if reason:
                 self.con.execute("DROP TABLE IF EXISTS chunks")
                 self.con.execute("DROP TABLE IF EXISTS files")
+                self.con.execute(f"DROP TABLE IF EXISTS {test_words.TABLE}")
                 fulltext.mark_stale(self)  # its documents are gone with the chunks
             self._create_tables(dim)
             from gbr.core.graph import store as graph_tables
@@ -451,15 +453,23 @@ class Store:
     # -------------------------------------------------------------- full text
 
     @guarded
-    def refresh_fulltext(self, config: FtsConfig = DEFAULT_FTS) -> None:
-        """DuckDB's full-text index is a snapshot; rebuild it after a batch of writes."""
-        fulltext.refresh(self, config)
+    def refresh_fulltext(
+        self, config: FtsConfig = DEFAULT_FTS, lend: TestWords | None = None
+    ) -> None:
+        """DuckDB's full-text index is a snapshot; rebuild it after a batch of writes, with
+        the words tests lend as `lend` says (gbr.core.store.test_words; None: none)."""
+        fulltext.refresh(self, config, lend)
 
     @guarded
-    def update_fulltext(self, config: FtsConfig = DEFAULT_FTS, rebuild_share: float = 0.25) -> str:
+    def update_fulltext(
+        self,
+        config: FtsConfig = DEFAULT_FTS,
+        rebuild_share: float = 0.25,
+        lend: TestWords | None = None,
+    ) -> str:
         """Bring the full-text index up to date with the chunks: "rebuilt", "patched" or
         "unchanged" (see gbr.core.store.fulltext.update)."""
-        return fulltext.update(self, config, rebuild_share)
+        return fulltext.update(self, config, rebuild_share, lend)
 
     @guarded
     def has_fulltext(self) -> bool:
@@ -475,10 +485,13 @@ class Store:
         return self.meta().get("fulltext_stale") == "1"
 
     @guarded
-    def fulltext_outdated(self, config: FtsConfig = DEFAULT_FTS) -> bool:
+    def fulltext_outdated(
+        self, config: FtsConfig = DEFAULT_FTS, lend: TestWords | None = None
+    ) -> bool:
         """Whether the full-text index was built with other settings (another gbr's default,
-        or an eval variant's), so that the next run rebuilds it even when no file changed."""
-        return self.meta().get("fulltext_config") != config.pragma()
+        or an eval variant's, or other words lent by tests), so that the next run rebuilds
+        it even when no file changed."""
+        return fulltext.outdated(self.meta(), config, lend)
 
     @guarded
     def checkpoint(self, wait: float = 0.0) -> bool:

@@ -14,8 +14,9 @@ from typing import Literal
 
 import duckdb
 
-from gbr.core.store import postings
+from gbr.core.store import postings, test_words
 from gbr.core.store.handle import StoreHandle
+from gbr.core.store.test_words import TestWords
 
 FTS_SCHEMA = "fts_main_chunks"
 
@@ -50,8 +51,21 @@ class FtsConfig:
 DEFAULT_FTS = FtsConfig()
 
 
-def refresh(store: StoreHandle, config: FtsConfig) -> None:
-    """Rebuild the full-text index from the chunks, in one transaction.
+def lent_signature(lend: TestWords | None) -> str:
+    """What the meta records of the words tests lend (gbr.core.store.test_words)."""
+    return "off" if lend is None else lend.signature()
+
+
+def outdated(meta: dict[str, str], config: FtsConfig, lend: TestWords | None) -> bool:
+    """Whether the index was built with other tokenizer settings or other lent words."""
+    return meta.get("fulltext_config") != config.pragma() or meta.get(
+        "fulltext_test_words", "off"
+    ) != lent_signature(lend)
+
+
+def refresh(store: StoreHandle, config: FtsConfig, lend: TestWords | None = None) -> None:
+    """Rebuild the full-text index from the chunks, in one transaction, with the words
+    tests lend as `lend` says (none when None).
 
     The old index is dropped object by object, then rebuilt: other connections keep
     searching the old one until the commit. `overwrite=1` would drop it with one `DROP
@@ -62,6 +76,7 @@ def refresh(store: StoreHandle, config: FtsConfig) -> None:
     """
     con = store.con
     with store.transaction():
+        test_words.apply(con, lend)
         tables = con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = ?",
             [FTS_SCHEMA],
@@ -79,10 +94,12 @@ def refresh(store: StoreHandle, config: FtsConfig) -> None:
         con.execute(config.pragma())
         postings.build(con, FTS_SCHEMA, config.stemmer)
         clear_stale(con)
-        store.set_meta(fulltext_config=config.pragma())
+        store.set_meta(fulltext_config=config.pragma(), fulltext_test_words=lent_signature(lend))
 
 
-def update(store: StoreHandle, config: FtsConfig, rebuild_share: float) -> Update:
+def update(
+    store: StoreHandle, config: FtsConfig, rebuild_share: float, lend: TestWords | None = None
+) -> Update:
     """Bring the full-text index up to date with the chunks; returns how it was done.
 
     A daemon's batch changes a few chunks, and a full rebuild costs about 0.8 s per 10k
@@ -93,24 +110,36 @@ def update(store: StoreHandle, config: FtsConfig, rebuild_share: float) -> Updat
     `tokenize` macro, its stop word table and `stem`, as the extension builds them;
     tests compare the result with a rebuild. A large change, an index built with other
     settings, or none at all is rebuilt.
+
+    The words tests lend (`lend`, gbr.core.store.test_words) are brought up to date first,
+    in the same transaction: a chunk whose lent words changed keeps its id, so it is
+    patched as a document gone and a document new.
     """
     con = store.con
     if (
         not exists(con)
-        or store.meta().get("fulltext_config") != config.pragma()
+        or outdated(store.meta(), config, lend)
         or not postings.present(con, FTS_SCHEMA)  # built by an older gbr
     ):
-        refresh(store, config)
+        refresh(store, config, lend)
         return "rebuilt"
     fts = FTS_SCHEMA
     with store.transaction():
+        # Lent words change only with the chunks (a write gives every chunk a new id), so
+        # an index whose chunks did not change skips working them out.
+        changed = lend is not None and _chunks_changed(con)
+        retext = test_words.apply(con, lend) if changed else []
+        con.execute("CREATE OR REPLACE TEMP TABLE fts_retext(id BIGINT)")
+        if retext:
+            con.executemany("INSERT INTO fts_retext VALUES (?)", [(i,) for i in retext])
         con.execute(
             f"CREATE OR REPLACE TEMP TABLE fts_gone AS SELECT docid FROM {fts}.docs "
-            "WHERE name NOT IN (SELECT id FROM chunks)"
+            "WHERE name NOT IN (SELECT id FROM chunks) OR name IN (SELECT id FROM fts_retext)"
         )
         con.execute(
             "CREATE OR REPLACE TEMP TABLE fts_new AS SELECT id, search_text FROM chunks "
-            f"WHERE id NOT IN (SELECT name FROM {fts}.docs)"
+            f"WHERE id NOT IN (SELECT name FROM {fts}.docs) "
+            "OR id IN (SELECT id FROM fts_retext)"
         )
         gone, new, docs = con.execute(
             "SELECT (SELECT count(*) FROM fts_gone), (SELECT count(*) FROM fts_new), "
@@ -124,9 +153,19 @@ def update(store: StoreHandle, config: FtsConfig, rebuild_share: float) -> Updat
             _patch(con, config)
             clear_stale(con)
     if rebuild:
-        refresh(store, config)
+        refresh(store, config, lend)
         return "rebuilt"
     return "patched"
+
+
+def _chunks_changed(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a chunk is gone from, or missing in, the full-text index."""
+    fts = FTS_SCHEMA
+    row = con.execute(
+        f"""SELECT EXISTS (SELECT 1 FROM {fts}.docs WHERE name NOT IN (SELECT id FROM chunks))
+        OR EXISTS (SELECT 1 FROM chunks WHERE id NOT IN (SELECT name FROM {fts}.docs))"""
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def _patch(con: duckdb.DuckDBPyConnection, config: FtsConfig) -> None:
@@ -186,7 +225,7 @@ def _patch(con: duckdb.DuckDBPyConnection, config: FtsConfig) -> None:
         FROM (SELECT count(*) AS n, avg(len) AS avgdl FROM {fts}.docs) AS s"""
     )
     postings.patch(con, fts, "fts_gone", "fts_new_terms")
-    for table in ("fts_gone", "fts_new", "fts_new_terms"):
+    for table in ("fts_gone", "fts_new", "fts_new_terms", "fts_retext"):
         run(f"DROP TABLE IF EXISTS {table}")
 
 

@@ -47,6 +47,7 @@ from gbr.core.records import FileProblem, IndexSummary
 from gbr.core.store.errors import write_error
 from gbr.core.store.facade import SCHEMA_VERSION, Store
 from gbr.core.store.lock import LOCK_WAIT, held_message, lock_conflict
+from gbr.core.store.test_words import TestWords
 from gbr.core.telemetry import log
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ class StagedIndex:
         """Start from a copy of the index (and its WAL, if a crashed writer left one), or
         from nothing when not `copy` (a rebuild)."""
         self.discard()  # a run killed before its commit left these behind
-        self._check_room()
+        self._check_room(copy)
         try:
             if copy and self.db.is_file():
                 _copy(self.db, self.path)
@@ -264,15 +265,25 @@ class StagedIndex:
             raise write_error(self.db, exc) from exc
         return self.path
 
-    def _check_room(self) -> None:
-        """Fail before copying anything when the disk cannot hold the copy (StoreWriteError)."""
+    def _check_room(self, copy: bool) -> None:
+        """Fail before writing anything when the disk cannot hold the run (StoreWriteError).
+
+        A rebuild writes a new index beside the old one, which readers keep until the commit;
+        the new one ends about the old one's size, so it asks for the same room as a copy.
+        """
         size = sum(p.stat().st_size for p in (self.db, _wal(self.db)) if p.is_file())
         need, free = room_for_copy(size), free_space(self.db.parent)
         if free is not None and free < need:
+            what = (
+                f"its copy of the {_megabytes(size)} index (a change can grow the copy up to "
+                "twice that)"
+                if copy
+                else f"the new index it builds while the old one ({_megabytes(size)}) is kept "
+                "for searches until it ends"
+            )
             raise StoreWriteError(
                 f"not enough free space to index into {self.db}: a run needs at least "
-                f"{_megabytes(need)} free beside the index for its copy of the "
-                f"{_megabytes(size)} index (a change can grow the copy up to twice that), and "
+                f"{_megabytes(need)} free beside the index for {what}, and "
                 f"{_megabytes(free)} is free; free some space on that disk, then run again"
             )
 
@@ -379,6 +390,7 @@ def survey(
     options: WalkOptions,
     want: Mapping[str, str],
     wait: float = LOCK_WAIT,
+    lend: TestWords | None = None,
 ) -> IndexSummary | WalkBegun | None:
     """The summary of a run that would change nothing; else the walk so far, stopped at the
     first change, for the run to go on with (WalkBegun); None when no walk was needed to
@@ -388,9 +400,9 @@ def survey(
 
     It walks and hashes as the pipeline's walker does: same files, same hashes, same model
     and chunker (`want`, the meta `Store.prepare` checks), same root, and a fresh full-text
-    index built with today's settings. A file that failed before and is unchanged fails
-    again, so it is reported as dropped with its stored reason (the line and column are not
-    stored).
+    index built with today's settings and lent words (`lend`). A file that failed before and
+    is unchanged fails again, so it is reported as dropped with its stored reason (the line
+    and column are not stored).
     """
     from gbr.core.parse.walker import (  # only `index` asks; a search opens here too
         HashedFile,
@@ -407,7 +419,7 @@ def survey(
         wanted = {"schema_version": SCHEMA_VERSION, "root": str(root), **want}
         if any(meta.get(k) != v for k, v in wanted.items()):
             return None
-        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated():
+        if not store.has_fulltext() or store.fulltext_stale() or store.fulltext_outdated(lend=lend):
             return None
         embedded, chunks = store.coverage()
         if embedded < chunks:  # a run cut short left vectors to embed
