@@ -1,4 +1,6 @@
-"""Fixed input ranges for the default model's int8 products (gbr/core/data/minilm-int8-ranges.json).
+"""Fixed input ranges for the default model's int8 products.
+
+They are written to gbr/core/data/minilm-gleam-int8-ranges.json.
 
     .venv/bin/python bench/experiments/calibrate_int8.py [--devcorpus DIR] [--out FILE] [--check]
 

