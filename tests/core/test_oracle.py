@@ -265,15 +265,17 @@ OFF_TOPIC = "what does the catalogue return when a book is looked up"
 def test_a_poor_hyde_guess_cannot_push_the_plain_top_hit_out(
     searcher: Searcher, fake_llm: FakeLlm
 ) -> None:
-    """The guess is the code of the plain ranking's next hits, not its first: fused with it,
-    they outrank the first, and in a two-chunk prompt the first fell out (issue 30)."""
+    """The guess is the code of another file than the plain top hit's, the file of the
+    plain ranking's next best hit: fused with it, that hit outranks the first, which fell
+    out of a short prompt (issue 30)."""
     plain = Oracle(searcher, None).answer(OFF_TOPIC, AskOptions(max_chunks=2, dry_run=True))
     first = min(plain.chunks, key=lambda c: c.hit.rank).hit
     others = Oracle(searcher, None).retrieve(OFF_TOPIC, AskOptions(hyde=False), Notes())
-    guess = "\n".join([h.text for h in others if h.name != first.name][:3])
+    second = next(h for h in others if h.path != first.path)
+    guess = "\n".join(h.text for h in others if h.path == second.path)
     fake_llm.respond = lambda body: guess if is_hyde(body) else "answer"
     oracle = Oracle(searcher, provider(fake_llm))
-    unkept = oracle.prepare(OFF_TOPIC, AskOptions(max_chunks=2, hyde_keeps=0))
+    unkept = oracle.prepare(OFF_TOPIC, AskOptions(max_chunks=1, hyde_keeps=0))
     assert unkept.hyde == "used"
     assert first.name not in [c.hit.name for c in unkept.chunks]  # the guess took over
     kept = oracle.prepare(OFF_TOPIC, AskOptions(max_chunks=2))  # keeps half: one
