@@ -67,9 +67,7 @@ def graft(base_path: Path, tuned_path: Path) -> tuple[object, list[str]]:
 
     base = onnx.load(str(base_path))
     tuned = onnx.load(str(tuned_path))
-    floats = {
-        i.name: numpy_helper.to_array(i) for i in tuned.graph.initializer if i.data_type == 1
-    }
+    floats = {i.name: numpy_helper.to_array(i) for i in tuned.graph.initializer if i.data_type == 1}
     by_suffix = {name.split(".", 1)[-1]: name for name in floats if "." in name}
     inits = {i.name: i for i in base.graph.initializer}
     report: list[str] = []
