@@ -702,8 +702,8 @@ def _bad_key(route: Route, key: str | None) -> tuple[int, dict[str, Any]]:
         }
     shown = (key or "")[:3] + "*" * 6 + (key or "")[-4:]
     message = (
-        f"Incorrect API key provided: {shown}. You can find your API key at "
-        "https://platform.openai.com/account/api-keys."
+        f"Incorrect API key provided: {shown}. You can find your API key in your "
+        "account's settings."
     )
     error = {"message": message, "type": "invalid_request_error", "param": None}
     return 401, {"error": {**error, "code": "invalid_api_key"}}

@@ -88,7 +88,7 @@ def test_chunk_budget_leaves_room_for_the_header() -> None:
 
 def test_doc_prose_drops_examples_tags_and_link_targets() -> None:
     doc = (
-        "Split on the [pattern](https://example.org/re). <details> <summary>Examples</summary> "
+        "Split on the [pattern](../regexp.md#split). <details> <summary>Examples</summary> "
         '```gleam regexp.split(re, "a,b") ``` </details>'
     )
     assert doc_prose(doc) == "Split on the pattern. Examples"
