@@ -116,6 +116,23 @@ def export(model: Any, base: Path, out: Path) -> None:
     torch.save(tuned, out / "tuned_parameters.pt")
 
 
+def tokenizer_at(base: Path, max_tokens: int = MAX_TOKENS) -> Tokenizer:
+    """The base model's tokenizer, cut at `max_tokens` and padded to the longest of a batch."""
+    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=max_tokens)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    return tokenizer
+
+
+def start(seed: int) -> tuple[Path, Any, Encoder]:
+    """Seeded, the base model's folder, its weights and an encoder at the model's window."""
+    torch.manual_seed(seed)
+    random.seed(seed)
+    base = base_model_dir()
+    model = AutoModel.from_pretrained(str(base))
+    return base, model, Encoder(model, tokenizer_at(base))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=Path, nargs="+", required=True)
@@ -128,15 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--val-repos", default="relay", help="comma-separated; '' trains on all")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    torch.manual_seed(args.seed)
-    random.seed(args.seed)
-
-    base = base_model_dir()
-    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
-    tokenizer.enable_truncation(max_length=MAX_TOKENS)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-    model = AutoModel.from_pretrained(str(base))
-    encode = Encoder(model, tokenizer)
+    base, model, encode = start(args.seed)
 
     rows = [json.loads(line) for path in args.pairs for line in path.open()]
     held = {r for r in args.val_repos.split(",") if r}

@@ -42,9 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from finetune_embedder import MAX_TOKENS, Encoder, base_model_dir, export
-from tokenizers import Tokenizer
-from transformers import AutoModel
+from finetune_embedder import MAX_TOKENS, Encoder, export, start, tokenizer_at
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
@@ -227,20 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.int8:
         print(f"{int8_weights(args.int8, args.out)} matrices stored as int8 in {args.out}")
         return 0
-    torch.manual_seed(args.seed)
-    random.seed(args.seed)
     torch.set_num_threads(args.threads)
-
-    base = base_model_dir()
-    tokenizer = Tokenizer.from_file(str(base / "tokenizer.json"))
-    tokenizer.enable_truncation(max_length=MAX_TOKENS)
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-    model = AutoModel.from_pretrained(str(base))
-    encode = Encoder(model, tokenizer)
-    short = Tokenizer.from_file(str(base / "tokenizer.json"))
-    short.enable_truncation(max_length=args.train_tokens)
-    short.enable_padding(pad_id=0, pad_token="[PAD]")
-    encode_passage = Encoder(model, short)
+    base, model, encode = start(args.seed)
+    encode_passage = Encoder(model, tokenizer_at(base, args.train_tokens))
 
     passages = passages_of(args.chunks)
     rows = examples_of(args.negatives, passages)
