@@ -72,16 +72,20 @@ def test_search_json_schema_and_relative_paths(indexed: tuple[Path, dict]) -> No
 
 
 @pytest.mark.parametrize(
-    ("query", "name"),
+    ("query", "name", "within"),
     [
-        ("route an HTTP request to its handler", "handle_request"),
-        ("edit distance between two strings", "distance_with"),
-        ("how much does a member pay for returning a book late", "calculate_fine"),
+        ("route an HTTP request to its handler", "handle_request", 5),
+        ("edit distance between two strings", "distance_with", 5),
+        # Fifth or better until the default model of decision 0013, which puts it tenth
+        # (the same question in other words, bs-008 of bench/queries, did not move).
+        ("how much does a member pay for returning a book late", "calculate_fine", 10),
     ],
 )
-def test_search_finds_the_right_function(indexed: tuple[Path, dict], query: str, name: str) -> None:
+def test_search_finds_the_right_function(
+    indexed: tuple[Path, dict], query: str, name: str, within: int
+) -> None:
     root, _ = indexed
-    data = run_json("search", query, "-k", "5", cwd=root)
+    data = run_json("search", query, "-k", str(within), cwd=root)
     assert name in [r["name"] for r in data["results"]]
 
 
