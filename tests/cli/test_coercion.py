@@ -36,7 +36,7 @@ VALUES = [
     ("search", "db", Path("/abs/index.duckdb")),
     ("search", "db", ""),
     ("index", "path", "."),
-    ("serve", "allow_host", ("localhost", "example.org")),
+    ("serve", "allow_host", ("localhost", "other.invalid")),
     ("search", "k", "7"),
     ("search", "k", " 12 "),
     ("ask", "timeout", "2.5"),

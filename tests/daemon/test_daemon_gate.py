@@ -3,8 +3,10 @@
 The requests are the issue's, sent as real HTTP to a real tokenless daemon on 127.0.0.1
 (port 0) that talks to the fake LLM server as Groq: after DNS rebinding, a page's request
 arrives with the attacker's name in `Host` and `Origin`; a cross-site form arrives as a
-`text/plain` POST. The daemon runs with `--allow-host proxy.example` (the escape hatch for
+`text/plain` POST. The daemon runs with `--allow-host proxy.invalid` (the escape hatch for
 a proxy) and `--max-body 2MB`, so oversize bodies stay small enough to send quickly.
+Every foreign name is under `.invalid` (RFC 6761: it never resolves): it is a header value
+sent to 127.0.0.1, never an address anything connects to.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ JSON = {"content-type": "application/json"}
 @pytest.fixture(scope="module")
 def daemon(tmp_path_factory: pytest.TempPathFactory, fake: FakeLlm) -> Iterator[RunningDaemon]:
     base = tmp_path_factory.mktemp("gate")
-    running = start_small(base, fake, KEY, "--allow-host", "proxy.example", "--max-body", "2MB")
+    running = start_small(base, fake, KEY, "--allow-host", "proxy.invalid", "--max-body", "2MB")
     try:
         running.wait_first_pass()
         yield running
@@ -85,12 +87,12 @@ def test_the_rebound_ask_is_refused_and_the_llm_hears_nothing(
     port = daemon.info.port
     before = len(fake.requests)
     rebound = {
-        "host": f"attacker.example:{port}",
-        "origin": f"http://attacker.example:{port}",
+        "host": f"attacker.invalid:{port}",
+        "origin": f"http://attacker.invalid:{port}",
         **JSON,
     }
     error = one_line_error(send(daemon, "POST", "/ask", rebound, ASK), 403, "ForbiddenHostError")
-    assert "attacker.example" in error and "--allow-host" in error
+    assert "attacker.invalid" in error and "--allow-host" in error
     assert len(fake.requests) == before  # no LLM call, so no key spent or sent
     # The same body from a program on this machine is answered through the LLM: the
     # refusal above is the gate's, not a broken /ask.
@@ -129,12 +131,12 @@ def test_a_cross_site_text_plain_post_index_is_a_415_and_runs_no_pass(
 @pytest.mark.parametrize(
     "host",
     [
-        "attacker.example:{port}",
-        "attacker.example",
-        "127.0.0.1.attacker.example:{port}",
-        "localhost.attacker.example",
+        "attacker.invalid:{port}",
+        "attacker.invalid",
+        "127.0.0.1.attacker.invalid:{port}",
+        "localhost.attacker.invalid",
         "0.0.0.0:{port}",  # a browser reaches a loopback daemon at 0.0.0.0 too
-        "127.0.0.1:{port}@attacker.example",
+        "127.0.0.1:{port}@attacker.invalid",
     ],
 )
 def test_a_foreign_host_is_refused_on_every_route(daemon: RunningDaemon, host: str) -> None:
@@ -157,8 +159,8 @@ def test_a_foreign_host_is_refused_on_every_route(daemon: RunningDaemon, host: s
         "localhost.:{port}",
         "[::1]:{port}",
         "[::1]",
-        "proxy.example",  # --allow-host
-        "PROXY.example:8443",
+        "proxy.invalid",  # --allow-host
+        "PROXY.invalid:8443",
     ],
 )
 def test_loopback_names_and_allowed_hosts_are_served(daemon: RunningDaemon, host: str) -> None:
@@ -171,8 +173,8 @@ def test_loopback_names_and_allowed_hosts_are_served(daemon: RunningDaemon, host
 @pytest.mark.parametrize(
     "origin",
     [
-        "http://attacker.example:{port}",
-        "https://127.0.0.1.attacker.example",
+        "http://attacker.invalid:{port}",
+        "https://127.0.0.1.attacker.invalid",
         "null",  # a sandboxed frame or a local file
         "file://",
         "chrome-extension://abcdef",
@@ -191,7 +193,7 @@ def test_a_foreign_origin_is_refused_even_with_a_loopback_host(
 
 @pytest.mark.parametrize(
     "origin",
-    ["http://127.0.0.1:{port}", "http://localhost:3000", "https://[::1]", "http://proxy.example"],
+    ["http://127.0.0.1:{port}", "http://localhost:3000", "https://[::1]", "http://proxy.invalid"],
 )
 def test_loopback_and_allowed_origins_are_served(daemon: RunningDaemon, origin: str) -> None:
     headers = {"origin": origin.format(port=daemon.info.port)}
@@ -219,9 +221,9 @@ def test_with_a_token_the_gate_still_refuses_a_foreign_host_origin_or_type(
     """The token is checked after the gate: a page that somehow had it is refused still."""
     auth = {"authorization": "Bearer s3cret"}
     assert guarded.get("/status", headers=auth).status_code == 200
-    host = guarded.get("/status", headers={**auth, "host": "attacker.example"})
+    host = guarded.get("/status", headers={**auth, "host": "attacker.invalid"})
     assert host.status_code == 403 and host.json()["type"] == "ForbiddenHostError"
-    origin = guarded.get("/status", headers={**auth, "origin": "http://attacker.example"})
+    origin = guarded.get("/status", headers={**auth, "origin": "http://attacker.invalid"})
     assert origin.status_code == 403 and origin.json()["type"] == "ForbiddenOriginError"
     plain = guarded.post("/index", headers={**auth, "content-type": "text/plain"})
     assert plain.status_code == 415

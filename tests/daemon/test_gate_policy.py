@@ -20,7 +20,7 @@ from tests.daemon.conftest import clean_env, run_ctl
         ("localhost.:80", "localhost"),
         ("[::1]:7717", "::1"),
         ("[::1]", "::1"),
-        ("proxy.example:", "proxy.example"),
+        ("proxy.invalid:", "proxy.invalid"),
         ("::1", None),  # IPv6 without brackets
         ("[::1", None),
         ("[::1]x", None),
@@ -36,11 +36,11 @@ def test_host_name_strips_the_port_and_refuses_what_is_not_a_host(
 
 
 def test_a_policy_allows_loopback_the_bound_host_and_the_named_ones() -> None:
-    policy = HttpPolicy.for_bind("192.168.1.5", ["Proxy.Example:8443"])
-    assert policy.allowed_hosts == {"192.168.1.5", "proxy.example"}
-    assert policy.allows_host("192.168.1.5:7717") and policy.allows_host("proxy.example")
+    policy = HttpPolicy.for_bind("192.168.1.5", ["Proxy.Invalid:8443"])
+    assert policy.allowed_hosts == {"192.168.1.5", "proxy.invalid"}
+    assert policy.allows_host("192.168.1.5:7717") and policy.allows_host("proxy.invalid")
     assert policy.allows_host("127.0.0.3") and policy.allows_host("[::1]:1")
-    assert not policy.allows_host("192.168.1.6") and not policy.allows_host("example.org")
+    assert not policy.allows_host("192.168.1.6") and not policy.allows_host("other.invalid")
     assert policy.max_body_bytes == DEFAULT_MAX_BODY_BYTES
 
 
@@ -49,8 +49,8 @@ def test_a_wildcard_bind_adds_no_name_and_star_allows_any_host(bind: str) -> Non
     assert HttpPolicy.for_bind(bind).allowed_hosts == frozenset()
     assert not HttpPolicy.for_bind(bind).allows_host("0.0.0.0:7717")
     star = HttpPolicy.for_bind(bind, ["*"])
-    assert star.allows_host("anything.example")
-    assert not star.allows_origin("http://anything.example")  # `*` is for Host only
+    assert star.allows_host("anything.invalid")
+    assert not star.allows_origin("http://anything.invalid")  # `*` is for Host only
     assert HttpPolicy.for_bind("::1").allows_host("[::1]:7717")
 
 
@@ -60,16 +60,16 @@ def test_a_wildcard_bind_adds_no_name_and_star_allows_any_host(bind: str) -> Non
         ("http://127.0.0.1:7717", True),
         ("https://localhost", True),
         ("http://[::1]:3000", True),
-        ("http://proxy.example", True),
+        ("http://proxy.invalid", True),
         ("null", False),
-        ("http://attacker.example", False),
+        ("http://attacker.invalid", False),
         ("ftp://127.0.0.1", False),
         ("http://127.0.0.1/path", False),
         ("127.0.0.1", False),
     ],
 )
 def test_origins(origin: str, allowed: bool) -> None:
-    assert HttpPolicy.for_bind("127.0.0.1", ["proxy.example"]).allows_origin(origin) is allowed
+    assert HttpPolicy.for_bind("127.0.0.1", ["proxy.invalid"]).allows_origin(origin) is allowed
 
 
 @pytest.mark.parametrize(

@@ -93,7 +93,7 @@ def test_the_routes_answer_errors_as_one_json_line_and_stay_behind_the_gate(
         assert bare.get("/graph/refs?name=isbn.parse").status_code == 401
         foreign = bare.get(
             "/graph/refs?name=isbn.parse",
-            headers={"host": "evil.example", "authorization": "Bearer s3cret"},
+            headers={"host": "evil.invalid", "authorization": "Bearer s3cret"},
         )
         assert foreign.status_code == 403
     done = run_ctl(

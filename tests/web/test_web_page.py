@@ -299,9 +299,9 @@ def test_an_answer_streams_with_citations_and_sources(
 def test_a_foreign_origin_or_host_gets_nothing(daemon: RunningDaemon) -> None:
     with httpx.Client(base_url=daemon.url, trust_env=False) as client:
         for path in ("/", "/static/main.js", "/web/examples"):
-            foreign = client.get(path, headers={"origin": "http://evil.example"})
+            foreign = client.get(path, headers={"origin": "http://evil.invalid"})
             assert foreign.status_code == 403 and "<" not in foreign.text
-            rebound = client.get(path, headers={"host": "evil.example"})
+            rebound = client.get(path, headers={"host": "evil.invalid"})
             assert rebound.status_code == 403 and "<" not in rebound.text
 
 
