@@ -254,14 +254,14 @@ class Ranking:
 # Chosen on the dev half of the devcorpus (bench/eval.py --devcorpus --half dev): tests
 # and examples at 0.3 gave +0.021 R@5 and +0.036 MRR@10 per package; private x0.85 and
 # module chunks x0.6 for how-to questions did not help and stay off (1.0). Round two, from
-# the dev-half misses: code holding the query's words verbatim x2, type chunks x0.7 for
-# how-to questions, shape questions ("either A or B", "what does it contain") read as type
-# questions and type chunks x1.6 for them: 0.914/0.750 -> 0.930/0.791 (examples/ 0.909/0.770
+# the dev-half misses: code holding the query's words verbatim x2 (x4 since decision 0013:
+# the silver-tuned model pulls a pasted message towards functions named like its words
+# harder than x2 outweighs), type chunks x0.7 for how-to questions, shape questions
+# ("either A or B", "what does it contain") read as type questions and type chunks x1.6
+# for them: 0.914/0.750 -> 0.930/0.791 (examples/ 0.909/0.770
 # -> 0.926/0.788). The code graph's centrality (issue 13: `central`, by callers or PageRank,
 # x1.05..x1.7) did not help on the dev half (R@5 0.930 at best, MRR@10 0.791 -> 0.789 at
 # best, R@1 down) and stays off (1.0).
-# Decision 0013: verbatim x4, since the default model tuned on silver pulls harder towards
-# functions whose names share a pasted message's words than x2 can outweigh.
 # Issue 30: a query that is a definition's name, or asks what one is, puts it first
 # (`names_first`; see the README's figures for what it changed on the eval sets).
 DEFAULT_PRIORS = Priors(
